@@ -1,0 +1,103 @@
+package idem
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// MaxKeyLen is the longest idempotency key accepted, in bytes.
+const MaxKeyLen = 255
+
+// DefaultKeyHeader is the request header that carries the idempotency key, per IETF
+// draft-ietf-httpapi-idempotency-key-header §2.
+const DefaultKeyHeader = "Idempotency-Key"
+
+// ReplayedHeader is set to "true" on every replayed response.
+const ReplayedHeader = "Idempotent-Replayed"
+
+// ErrInvalidKey is wrapped by every error [ParseKey] returns.
+var ErrInvalidKey = errors.New("invalid idempotency key")
+
+// ParseKey validates one raw idempotency key value and returns the key.
+//
+// raw is the header field value as received (or the body field's value). Accepted forms,
+// per draft-ietf-httpapi-idempotency-key-header §2.1 (the value is an RFC 8941 sf-string):
+// the quoted form `"abc"` (with \" and \\ escapes) and, leniently, the bare form `abc`.
+// The key must be 1–[MaxKeyLen] bytes of printable ASCII (0x20–0x7E). A bare value holding
+// a comma is read as several values and rejected: a request carries one key. Surrounding
+// spaces and tabs are ignored (optional whitespace of RFC 9110 §5.6.3).
+//
+// Errors wrap [ErrInvalidKey] and say which rule failed.
+func ParseKey(raw string) (string, error) {
+	v := strings.Trim(raw, " \t")
+	if v == "" {
+		return "", fmt.Errorf("%w: empty", ErrInvalidKey)
+	}
+	if v[0] == '"' {
+		return parseSFString(v)
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c == ',':
+			return "", fmt.Errorf("%w: more than one value (a comma outside a quoted string)", ErrInvalidKey)
+		case c < 0x20 || c > 0x7e:
+			return "", fmt.Errorf("%w: byte 0x%02x at offset %d is not printable ASCII", ErrInvalidKey, c, i)
+		}
+	}
+	if len(v) > MaxKeyLen {
+		return "", fmt.Errorf("%w: %d bytes, longer than %d", ErrInvalidKey, len(v), MaxKeyLen)
+	}
+	return v, nil
+}
+
+// parseSFString reads an RFC 8941 §3.3.3 sf-string: DQUOTE *(unescaped / "\" (DQUOTE / "\")) DQUOTE.
+func parseSFString(v string) (string, error) {
+	var b strings.Builder
+	i := 1
+	for ; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case c == '\\':
+			i++
+			if i >= len(v) || (v[i] != '"' && v[i] != '\\') {
+				return "", fmt.Errorf("%w: bad escape in quoted string", ErrInvalidKey)
+			}
+			b.WriteByte(v[i])
+		case c == '"':
+			if rest := strings.TrimLeft(v[i+1:], " \t"); rest != "" {
+				if rest[0] == ',' {
+					return "", fmt.Errorf("%w: more than one value", ErrInvalidKey)
+				}
+				return "", fmt.Errorf("%w: text after the closing quote", ErrInvalidKey)
+			}
+			k := b.String()
+			if k == "" {
+				return "", fmt.Errorf("%w: empty", ErrInvalidKey)
+			}
+			if len(k) > MaxKeyLen {
+				return "", fmt.Errorf("%w: %d bytes, longer than %d", ErrInvalidKey, len(k), MaxKeyLen)
+			}
+			return k, nil
+		case c < 0x20 || c > 0x7e:
+			return "", fmt.Errorf("%w: byte 0x%02x at offset %d is not printable ASCII", ErrInvalidKey, c, i)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", fmt.Errorf("%w: unterminated quoted string", ErrInvalidKey)
+}
+
+// KeyFromHeader returns the raw idempotency key from header field lines (the values of an
+// http.Header entry, one element per received line). present is false when there is none.
+// More than one line is an error wrapping [ErrInvalidKey]: a request carries one key.
+func KeyFromHeader(values []string) (raw string, present bool, err error) {
+	switch len(values) {
+	case 0:
+		return "", false, nil
+	case 1:
+		return values[0], true, nil
+	}
+	return "", true, fmt.Errorf("%w: %d header lines, want one", ErrInvalidKey, len(values))
+}

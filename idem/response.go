@@ -1,0 +1,162 @@
+package idem
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+)
+
+// Response is an HTTP answer: recorded from the business handler and stored with a
+// completed key, replayed from the store, or a protocol rejection (400/409/422 problem
+// details).
+type Response struct {
+	// Status is the HTTP status code.
+	Status int
+	// Header holds the header lines in order: sorted by canonical name, each name's values
+	// in the order they were written. A value is kept intact, commas included.
+	Header []HeaderLine
+	// Body is the response body, byte for byte.
+	Body []byte
+	// Outcome says how the protocol answered.
+	Outcome Outcome
+}
+
+// HeaderLine is one response header field line.
+type HeaderLine struct {
+	Name  string
+	Value string
+}
+
+// MarshalJSON encodes a line as the two-element array ["Name","value"], the shape of the
+// response_headers column.
+func (l HeaderLine) MarshalJSON() ([]byte, error) { return json.Marshal([2]string{l.Name, l.Value}) }
+
+// UnmarshalJSON is the inverse of MarshalJSON.
+func (l *HeaderLine) UnmarshalJSON(b []byte) error {
+	var a [2]string
+	if err := json.Unmarshal(b, &a); err != nil {
+		return err
+	}
+	l.Name, l.Value = a[0], a[1]
+	return nil
+}
+
+// unstoredHeaders are never recorded, so never replayed: a replay must not hand one
+// client's session to whoever retries with the key, and hop-by-hop or computed fields are
+// the server's to set again.
+var unstoredHeaders = map[string]bool{
+	"Set-Cookie":        true,
+	"Date":              true,
+	"Content-Length":    true,
+	"Connection":        true,
+	"Transfer-Encoding": true,
+	ReplayedHeader:      true,
+}
+
+// WriteTo writes the response to w: header lines, then status, then body.
+func (r *Response) WriteTo(w http.ResponseWriter) error {
+	h := w.Header()
+	for _, l := range r.Header {
+		h.Add(l.Name, l.Value)
+	}
+	if r.Outcome == OutcomeReplayed {
+		h.Set(ReplayedHeader, "true")
+	}
+	w.WriteHeader(r.Status)
+	_, err := w.Write(r.Body)
+	return err
+}
+
+// Record runs visit (a generated response object's Visit method) against an in-memory
+// writer and returns what it wrote. Header lines are sorted by name ([Response.Header]);
+// Set-Cookie and the other unstored fields are dropped. A visit that writes no status
+// records 200, as net/http would.
+func Record(visit func(w http.ResponseWriter) error) (*Response, error) {
+	rec := &recorder{header: http.Header{}}
+	if err := visit(rec); err != nil {
+		return nil, err
+	}
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	names := make([]string, 0, len(rec.snapshot))
+	for n := range rec.snapshot {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var lines []HeaderLine
+	for _, n := range names {
+		if unstoredHeaders[n] {
+			continue
+		}
+		for _, v := range rec.snapshot[n] {
+			lines = append(lines, HeaderLine{Name: n, Value: v})
+		}
+	}
+	return &Response{Status: rec.status, Header: lines, Body: rec.body.Bytes()}, nil
+}
+
+// recorder is an http.ResponseWriter that keeps what is written, like net/http's server:
+// header changes after WriteHeader are not part of the response.
+type recorder struct {
+	header   http.Header
+	snapshot http.Header
+	status   int
+	body     bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(code int) {
+	if r.status != 0 {
+		return
+	}
+	r.status = code
+	r.snapshot = r.header.Clone()
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		if r.header.Get("Content-Type") == "" {
+			r.header.Set("Content-Type", http.DetectContentType(b))
+		}
+		r.WriteHeader(http.StatusOK)
+	}
+	return r.body.Write(b)
+}
+
+// Problem is an RFC 9457 problem details object.
+type Problem struct {
+	Type   string `json:"type,omitempty"`
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// problemResponse renders p as application/problem+json. retryAfter, when > 0, is sent
+// as Retry-After in whole seconds.
+func problemResponse(o Outcome, p Problem, retryAfter int) *Response {
+	body, _ := json.Marshal(p) // a struct of strings and an int always encodes
+	lines := []HeaderLine{{Name: "Content-Type", Value: "application/problem+json"}}
+	if retryAfter > 0 {
+		lines = append(lines, HeaderLine{Name: "Retry-After", Value: strconv.Itoa(retryAfter)})
+	}
+	return &Response{Status: p.Status, Header: lines, Body: append(body, '\n'), Outcome: o}
+}
+
+// ProblemResponse returns an RFC 9457 application/problem+json response with the given
+// status, its standard reason phrase as title, and detail. For error handlers of the
+// generated server (bad request bodies, 413, 401 from a scope function).
+func ProblemResponse(status int, detail string) *Response {
+	return problemResponse(OutcomeRejected, Problem{Title: http.StatusText(status), Status: status, Detail: detail}, 0)
+}
+
+// WriteProblem writes [ProblemResponse](status, detail) to w.
+func WriteProblem(w http.ResponseWriter, status int, detail string) {
+	_ = ProblemResponse(status, detail).WriteTo(w)
+}
+
+func (p Problem) String() string { return fmt.Sprintf("%d %s: %s", p.Status, p.Title, p.Detail) }
