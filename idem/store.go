@@ -144,6 +144,10 @@ type Store struct {
 	observe    Observer
 	cacheable  func(status int) bool
 	maxRetries int
+
+	// hookClaimed, when set (tests only), runs after a claim is won and before the
+	// business transaction begins: the window in which an owner can lose its lease.
+	hookClaimed func()
 }
 
 // Option configures a Store.
@@ -371,8 +375,11 @@ func (c *call) inProgress(seconds int) *Response {
 func (c *call) execute(ctx context.Context, token int64, how Outcome, fn Func) (*Response, error) {
 	s, p := c.s, c.p
 	s.observe(p.Operation, how)
+	if s.hookClaimed != nil {
+		s.hookClaimed()
+	}
 	for attempt := 0; ; attempt++ {
-		resp, err, retry := c.attempt(ctx, token, fn)
+		resp, retry, err := c.attempt(ctx, token, fn)
 		if retry && attempt < s.maxRetries {
 			s.observe(p.Operation, OutcomeRetried)
 			continue
@@ -381,28 +388,30 @@ func (c *call) execute(ctx context.Context, token int64, how Outcome, fn Func) (
 	}
 }
 
-// errAmbiguousCommit marks a COMMIT whose outcome is unknown.
-var errAmbiguousCommit = errors.New("idem: commit outcome unknown")
+// ErrCommitUnknown is wrapped by the error of a call whose COMMIT got no answer (the
+// connection was lost): the business writes may or may not have committed. The claim is
+// not released; once its lease ends a retry reclaims it, or replays if the commit landed.
+var ErrCommitUnknown = errors.New("idem: commit outcome unknown")
 
 // attempt is one business transaction: lock own row → fn → fenced complete → commit.
 // retry reports a serialization failure or deadlock with the claim still ours (released
 // only when no retry follows).
-func (c *call) attempt(ctx context.Context, token int64, fn Func) (resp *Response, err error, retry bool) {
+func (c *call) attempt(ctx context.Context, token int64, fn Func) (resp *Response, retry bool, err error) {
 	s, p := c.s, c.p
 	bg := context.WithoutCancel(ctx)
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: p.Isolation})
 	if err != nil {
 		c.release(bg, token)
-		return nil, fmt.Errorf("idem: begin: %w", err), false
+		return nil, false, fmt.Errorf("idem: begin: %w", err)
 	}
 	defer tx.Rollback(bg) // no-op after a commit
 	q := s.q.WithTx(tx)
 	if _, err := q.LockOwnKey(ctx, idemdb.LockOwnKeyParams{Scope: c.scope, Key: c.key, LeaseToken: token}); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
-			return c.leaseLost(), nil, false
+			return c.leaseLost(), false, nil
 		}
 		c.release(bg, token)
-		return nil, fmt.Errorf("idem: lock own key: %w", err), false
+		return nil, false, fmt.Errorf("idem: lock own key: %w", err)
 	}
 
 	bctx := context.WithValue(ctx, ctxKey{}, KeyInfo{Scope: c.scope, Key: c.key})
@@ -420,7 +429,7 @@ func (c *call) attempt(ctx context.Context, token int64, fn Func) (resp *Respons
 		c.release(bg, token)
 		resp.Outcome = OutcomeNotStored
 		s.observe(p.Operation, OutcomeNotStored)
-		return resp, nil, false
+		return resp, false, nil
 	}
 	headers, err := json.Marshal(resp.Header)
 	if err != nil {
@@ -441,7 +450,7 @@ func (c *call) attempt(ctx context.Context, token int64, fn Func) (resp *Respons
 		return c.fail(bg, tx, token, fmt.Errorf("idem: complete: %w", err))
 	}
 	if n != 1 {
-		return c.leaseLost(), nil, false
+		return c.leaseLost(), false, nil
 	}
 	if err := tx.Commit(bg); err != nil {
 		var pgErr *pgconn.PgError
@@ -449,26 +458,26 @@ func (c *call) attempt(ctx context.Context, token int64, fn Func) (resp *Respons
 			// No answer from the server: the commit may have happened. Do not release;
 			// the lease and reclaim settle it.
 			s.observe(p.Operation, OutcomeFailed)
-			return nil, fmt.Errorf("%w: %w", errAmbiguousCommit, err), false
+			return nil, false, fmt.Errorf("%w: %w", ErrCommitUnknown, err)
 		}
 		return c.fail(bg, tx, token, fmt.Errorf("idem: commit: %w", err))
 	}
 	resp.Outcome = OutcomeCompleted
 	s.observe(p.Operation, OutcomeCompleted)
-	return resp, nil, false
+	return resp, false, nil
 }
 
 // fail rolls back; a serialization failure or deadlock is reported for retry, any other
 // error releases the claim.
-func (c *call) fail(bg context.Context, tx pgx.Tx, token int64, err error) (*Response, error, bool) {
+func (c *call) fail(bg context.Context, tx pgx.Tx, token int64, err error) (*Response, bool, error) {
 	_ = tx.Rollback(bg)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01") {
-		return nil, err, true
+		return nil, true, err
 	}
 	c.s.observe(c.p.Operation, OutcomeFailed)
 	c.release(bg, token)
-	return nil, err, false
+	return nil, false, err
 }
 
 func (c *call) leaseLost() *Response {

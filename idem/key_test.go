@@ -1,0 +1,92 @@
+package idem
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestParseKey(t *testing.T) {
+	tests := []struct {
+		name, raw, want string
+		bad             bool
+	}{
+		{name: "bare", raw: "8e03978e-40d5-43e8-bc93-6894a57f9324", want: "8e03978e-40d5-43e8-bc93-6894a57f9324"},
+		{name: "quoted sf-string", raw: `"8e03978e-40d5"`, want: "8e03978e-40d5"},
+		{name: "quoted with escapes", raw: `"a\"b\\c"`, want: `a"b\c`},
+		{name: "surrounding whitespace", raw: "  abc\t", want: "abc"},
+		{name: "255 bytes", raw: strings.Repeat("k", 255), want: strings.Repeat("k", 255)},
+		{name: "quoted comma is one value", raw: `"a,b"`, want: "a,b"},
+		{name: "empty", raw: "", bad: true},
+		{name: "blank", raw: "   ", bad: true},
+		{name: "empty quoted", raw: `""`, bad: true},
+		{name: "256 bytes", raw: strings.Repeat("k", 256), bad: true},
+		{name: "256 bytes quoted", raw: `"` + strings.Repeat("k", 256) + `"`, bad: true},
+		{name: "multi-byte UTF-8", raw: "clé-1", bad: true},
+		{name: "NUL", raw: "ab\x00c", bad: true},
+		{name: "control character", raw: "ab\x1bc", bad: true},
+		{name: "DEL", raw: "ab\x7fc", bad: true},
+		{name: "newline", raw: "ab\nc", bad: true},
+		{name: "two bare values", raw: "a, b", bad: true},
+		{name: "two quoted values", raw: `"a", "b"`, bad: true},
+		{name: "unterminated quote", raw: `"abc`, bad: true},
+		{name: "text after quote", raw: `"abc"x`, bad: true},
+		{name: "bad escape", raw: `"a\nb"`, bad: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseKey(tt.raw)
+			if tt.bad {
+				if !errors.Is(err, ErrInvalidKey) {
+					t.Fatalf("ParseKey(%q) = %q, %v; want ErrInvalidKey", tt.raw, got, err)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("ParseKey(%q) = %q, %v; want %q", tt.raw, got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestKeyFromHeader(t *testing.T) {
+	if _, ok, err := KeyFromHeader(nil); ok || err != nil {
+		t.Fatal("no header lines must be absent")
+	}
+	if raw, ok, err := KeyFromHeader([]string{"a"}); raw != "a" || !ok || err != nil {
+		t.Fatal(raw, ok, err)
+	}
+	if _, _, err := KeyFromHeader([]string{"a", "b"}); !errors.Is(err, ErrInvalidKey) {
+		t.Fatalf("two lines: %v", err)
+	}
+}
+
+func TestFingerprintCanonical(t *testing.T) {
+	type body struct {
+		Amount   int            `json:"amount"`
+		Currency string         `json:"currency"`
+		Meta     map[string]any `json:"meta"`
+	}
+	a, _ := Fingerprint("op", Part{"id", "1"}, Part{"body", body{100, "EUR", map[string]any{"x": 1, "y": 2}}})
+	b, _ := Fingerprint("op", Part{"id", "1"}, Part{"body", map[string]any{"meta": map[string]any{"y": 2, "x": 1}, "currency": "EUR", "amount": 100}})
+	if string(a) != string(b) || len(a) != 32 {
+		t.Fatal("same request in another key order must have the same fingerprint")
+	}
+	for name, other := range map[string][]Part{
+		"other body":      {{"id", "1"}, {"body", body{101, "EUR", nil}}},
+		"other path":      {{"id", "2"}, {"body", body{100, "EUR", map[string]any{"x": 1, "y": 2}}}},
+		"shifted bounds":  {{"i", "d1"}, {"body", body{100, "EUR", map[string]any{"x": 1, "y": 2}}}},
+		"missing a param": {{"body", body{100, "EUR", map[string]any{"x": 1, "y": 2}}}},
+	} {
+		c, _ := Fingerprint("op", other...)
+		if string(c) == string(a) {
+			t.Errorf("%s: same fingerprint", name)
+		}
+	}
+	if c, _ := Fingerprint("op2", Part{"id", "1"}, Part{"body", body{100, "EUR", map[string]any{"x": 1, "y": 2}}}); string(c) == string(a) {
+		t.Error("other operation: same fingerprint")
+	}
+	if _, err := Fingerprint("op", Part{"bad", make(chan int)}); err == nil {
+		t.Error("an unencodable value must be an error")
+	}
+}
