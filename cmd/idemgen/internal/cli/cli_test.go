@@ -1,0 +1,140 @@
+package cli
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/idemgen/idemgen"
+)
+
+const golden = "../../../../gen/testdata/golden/"
+
+func run(args ...string) (code int, stdout, stderr string) {
+	var o, e bytes.Buffer
+	code = Main(args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func TestGenerateThenCheck(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "new", "api") // created by generate
+	spec := golden + "petstore/openapi.yaml"
+	if code, _, stderr := run("generate", "-package", "petstore", "-o", dir, spec); code != ExitOK {
+		t.Fatalf("generate: exit %d: %s", code, stderr)
+	}
+	for _, name := range []string{"oapi.gen.go", "idempotent.gen.go"} {
+		got, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := os.ReadFile(golden + "petstore/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs from the golden file", name)
+		}
+	}
+
+	// -check right after generate: clean.
+	if code, stdout, stderr := run("generate", "-check", "-package", "petstore", "-o", dir, spec); code != ExitOK || stdout != "" || stderr != "" {
+		t.Fatalf("check after generate: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+
+	// A hand edit: -check fails with a unified diff and leaves the file alone.
+	p := filepath.Join(dir, "idempotent.gen.go")
+	orig, _ := os.ReadFile(p)
+	edited := bytes.Replace(orig, []byte("Lease:       30 * time.Second"), []byte("Lease:       time.Minute"), 1)
+	if bytes.Equal(edited, orig) {
+		t.Fatal("test edit did not apply")
+	}
+	if err := os.WriteFile(p, edited, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := run("generate", "-check", "-package", "petstore", "-o", dir, spec)
+	if code != ExitFail {
+		t.Fatalf("check of an edited file: exit %d, want %d", code, ExitFail)
+	}
+	for _, want := range []string{"--- a/", "+++ b/", "@@ -", "-\tLease:       time.Minute,", "+\tLease:       30 * time.Second,"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("diff lacks %q:\n%s", want, stdout)
+		}
+	}
+	if !strings.Contains(stderr, "idempotent.gen.go is stale") {
+		t.Errorf("stderr: %s", stderr)
+	}
+	if now, _ := os.ReadFile(p); !bytes.Equal(now, edited) {
+		t.Error("-check wrote the file")
+	}
+
+	// A missing file is stale too.
+	os.Remove(filepath.Join(dir, "oapi.gen.go"))
+	if code, _, stderr := run("generate", "-check", "-package", "petstore", "-o", dir, spec); code != ExitFail || !strings.Contains(stderr, "oapi.gen.go is missing") {
+		t.Errorf("check with a missing file: exit %d, stderr %s", code, stderr)
+	}
+}
+
+func TestExternalBase(t *testing.T) {
+	dir := t.TempDir()
+	spec := golden + "bodykey/openapi.yaml"
+	code, _, stderr := run("generate", "-base", "external", "-package", "bodykey", "-o", dir, spec)
+	if code != ExitFail || !strings.Contains(stderr, "does not declare") || !strings.Contains(stderr, "-base=oapi-codegen") {
+		t.Fatalf("external base into an empty dir: exit %d, stderr %s", code, stderr)
+	}
+	base, _ := os.ReadFile(golden + "bodykey/oapi.gen.go")
+	os.WriteFile(filepath.Join(dir, "server.go"), base, 0o644)
+	if code, _, stderr := run("generate", "-base", "external", "-package", "bodykey", "-o", dir, spec); code != ExitOK {
+		t.Fatalf("external base: exit %d: %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "oapi.gen.go")); err == nil {
+		t.Error("-base=external wrote oapi.gen.go")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "idempotent.gen.go")); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestSpecErrorsAreLocated(t *testing.T) {
+	spec := "../../../../gen/testdata/errors/lease-zero.yaml"
+	code, stdout, stderr := run("generate", "-package", "x", "-o", t.TempDir(), spec)
+	want := spec + `:8:16: x-idempotent.lease: "0s" must be positive` + "\n"
+	if code != ExitFail || stdout != "" || stderr != want {
+		t.Errorf("exit %d, stdout %q, stderr %q; want exit 1 and %q", code, stdout, stderr, want)
+	}
+}
+
+func TestUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		out  string // in stdout+stderr
+	}{
+		{nil, ExitUsage, "Usage:"},
+		{[]string{"frobnicate"}, ExitUsage, `unknown command "frobnicate"`},
+		{[]string{"help"}, ExitOK, "Exit status:"},
+		{[]string{"generate", "-o", "x", "spec.yaml"}, ExitUsage, "-package is required"},
+		{[]string{"generate", "-package", "p", "spec.yaml"}, ExitUsage, "-o is required"},
+		{[]string{"generate", "-package", "p", "-o", "x"}, ExitUsage, "want one SPEC file"},
+		{[]string{"generate", "-base", "chi", "-package", "p", "-o", "x", "s.yaml"}, ExitUsage, "-base must be oapi-codegen or external"},
+		{[]string{"generate", "-bogus"}, ExitUsage, "flag provided but not defined"},
+		{[]string{"generate", "-package", "p", "-o", t.TempDir(), "does-not-exist.yaml"}, ExitFail, "no such file"},
+		{[]string{"generate", "-package", "not-an-ident", "-o", t.TempDir(), golden + "petstore/openapi.yaml"}, ExitFail, "not a Go identifier"},
+		{[]string{"schema", "extra"}, ExitUsage, "takes no arguments"},
+		{[]string{"version"}, ExitOK, "idemgen "},
+		{[]string{"hammer"}, ExitUsage, "idemgen hammer"},
+	} {
+		code, stdout, stderr := run(c.args...)
+		if code != c.code || !strings.Contains(stdout+stderr, c.out) {
+			t.Errorf("idemgen %s: exit %d (want %d), output lacks %q:\n%s%s", strings.Join(c.args, " "), code, c.code, c.out, stdout, stderr)
+		}
+	}
+}
+
+func TestSchema(t *testing.T) {
+	code, stdout, _ := run("schema")
+	if code != ExitOK || stdout != idemgen.Schema {
+		t.Errorf("schema: exit %d, output differs from schema.sql", code)
+	}
+}

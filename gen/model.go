@@ -1,0 +1,192 @@
+package gen
+
+import (
+	"fmt"
+	"mime"
+	"strings"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+)
+
+// Op is a marked operation with its resolved policy: the typed model the templates render.
+type Op struct {
+	Method    string // upper case: POST
+	Path      string
+	Operation string // the stored operation name: the spec's operationId, else "POST /path"
+	Pos       Pos    // of the x-idempotent key
+
+	// Key source: exactly one of KeyHeader and KeyBody is set.
+	KeyHeader string // header name, as the spec (or the marker) spells it
+	KeyBody   string // JSON pointer into the request body
+	// InjectHeader is set when the spec does not declare the key header: idemgen adds it
+	// to the operation as an optional header parameter so it reaches the Params struct.
+	InjectHeader bool
+
+	Required  bool
+	Lease     time.Duration
+	Retention time.Duration
+	Timeout   time.Duration // zero: none
+	Isolation string        // "" (database default), "serializable", ...
+}
+
+// Lease and Retention defaults: the idem runtime's.
+const (
+	DefaultLease     = 30 * time.Second
+	DefaultRetention = 24 * time.Hour
+)
+
+// buildOps checks each marker against the loaded document and resolves it into an Op.
+func (s *source) buildOps(doc *openapi3.T, markers []opMarker, errs *ErrorList) []*Op {
+	var ops []*Op
+	for _, om := range markers {
+		item := doc.Paths.Value(om.path)
+		if item == nil {
+			continue
+		}
+		op := item.Operations()[strings.ToUpper(om.method)]
+		if op == nil {
+			continue
+		}
+		m := om.m
+		o := &Op{
+			Method:    strings.ToUpper(om.method),
+			Path:      om.path,
+			Operation: op.OperationID,
+			Pos:       m.pos,
+			Lease:     DefaultLease,
+			Retention: DefaultRetention,
+			Required:  m.required.v,
+			Timeout:   m.timeout.v,
+			Isolation: m.isolation.v,
+		}
+		if o.Operation == "" {
+			o.Operation = o.Method + " " + o.Path
+		}
+		if m.lease.set {
+			o.Lease = m.lease.v
+		}
+		if m.retention.set {
+			o.Retention = m.retention.v
+		}
+		if o.Method == "GET" || o.Method == "HEAD" || o.Method == "OPTIONS" || o.Method == "TRACE" {
+			errs.add(m.pos, "%s: %s %s is a safe method, idempotent by definition; mark operations that change state (POST, PUT, PATCH, DELETE)", MarkerExt, o.Method, o.Path)
+			continue
+		}
+		params := append(openapi3.Parameters{}, item.Parameters...)
+		params = append(params, op.Parameters...)
+		body := jsonBodySchema(op)
+		hasInput := body != nil || (op.RequestBody != nil && op.RequestBody.Value != nil)
+		for _, p := range params {
+			if p.Value != nil && (p.Value.In == openapi3.ParameterInPath || p.Value.In == openapi3.ParameterInQuery) {
+				hasInput = true
+			}
+		}
+		if !hasInput {
+			errs.add(m.pos, "%s: %s %s has no request to fingerprint: no path or query parameters and no request body (a retry with other input could not be told apart)", MarkerExt, o.Method, o.Path)
+			continue
+		}
+		if m.body.set {
+			o.KeyBody = m.body.v
+			if body == nil {
+				errs.add(m.body.pos, "%s.body: %s %s has no JSON request body to read the key from", MarkerExt, o.Method, o.Path)
+				continue
+			}
+			if msg := checkPointer(body, m.body.v); msg != "" {
+				errs.add(m.body.pos, "%s.body: %s", MarkerExt, msg)
+				continue
+			}
+		} else {
+			o.KeyHeader = "Idempotency-Key"
+			if m.header.set {
+				o.KeyHeader = m.header.v
+			}
+			declared := findHeader(params, o.KeyHeader)
+			if declared == nil {
+				o.InjectHeader = true
+			} else {
+				o.KeyHeader = declared.Name
+				if declared.Required {
+					o.Required = true
+				}
+				if sch := declared.Schema; sch == nil || sch.Value == nil || !sch.Value.Type.Permits(openapi3.TypeString) ||
+					sch.Value.Format != "" || len(sch.Value.Enum) > 0 || sch.Value.Extensions["x-go-type"] != nil {
+					p := m.pos
+					if m.header.set {
+						p = m.header.pos
+					}
+					errs.add(p, "%s.header: the declared header parameter %q must have a plain string schema (no format, enum or x-go-type) to carry the key", MarkerExt, declared.Name)
+					continue
+				}
+			}
+		}
+		ops = append(ops, o)
+	}
+	return ops
+}
+
+// findHeader returns the header parameter named name (case-insensitively), or nil.
+func findHeader(params openapi3.Parameters, name string) *openapi3.Parameter {
+	for _, p := range params {
+		if p.Value != nil && p.Value.In == openapi3.ParameterInHeader && strings.EqualFold(p.Value.Name, name) {
+			return p.Value
+		}
+	}
+	return nil
+}
+
+// jsonBodySchema returns the schema of the operation's JSON request body, or nil.
+func jsonBodySchema(op *openapi3.Operation) *openapi3.Schema {
+	if op.RequestBody == nil || op.RequestBody.Value == nil {
+		return nil
+	}
+	for _, ct := range sortedKeys(op.RequestBody.Value.Content) {
+		mt, _, err := mime.ParseMediaType(ct)
+		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+			continue
+		}
+		if s := op.RequestBody.Value.Content[ct].Schema; s != nil && s.Value != nil {
+			return s.Value
+		}
+	}
+	return nil
+}
+
+// checkPointer checks that the JSON pointer names a string property of schema; it returns
+// the problem, or "".
+func checkPointer(schema *openapi3.Schema, ptr string) string {
+	cur := schema
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
+		next := property(cur, tok)
+		if next == nil {
+			return fmt.Sprintf("%q: the request body schema has no property %q there", ptr, tok)
+		}
+		cur = next
+	}
+	if !cur.Type.Permits(openapi3.TypeString) || cur.Type.IsEmpty() {
+		return fmt.Sprintf("%q: the property is %s, and a key must be a string", ptr, typeName(cur))
+	}
+	return ""
+}
+
+func property(s *openapi3.Schema, name string) *openapi3.Schema {
+	if p := s.Properties[name]; p != nil && p.Value != nil {
+		return p.Value
+	}
+	for _, sub := range s.AllOf {
+		if sub.Value != nil {
+			if p := property(sub.Value, name); p != nil {
+				return p
+			}
+		}
+	}
+	return nil
+}
+
+func typeName(s *openapi3.Schema) string {
+	if s.Type.IsEmpty() {
+		return "untyped"
+	}
+	return "of type " + strings.Join(s.Type.Slice(), "|")
+}
