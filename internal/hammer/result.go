@@ -1,0 +1,460 @@
+package hammer
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Result is what a run saw. Counts are numbers of requests unless said otherwise.
+type Result struct {
+	Method string // HTTP method sent
+	URL    string // URL as configured (before placeholders are replaced)
+
+	Planned     int // requests the run was to send (Config.Requests)
+	Keys        int // distinct idempotency keys (Config.Keys)
+	KeyPrefix   string
+	Concurrency int // bound on requests in flight
+
+	// Requests is the number of requests that completed: an HTTP response or a transport
+	// error. Planned minus Requests were cancelled or never sent.
+	Requests int
+	// Elapsed is the wall time from the start of dispatching to the last response.
+	Elapsed time.Duration
+	// RequestsPerSecond is Requests / Elapsed, in requests per second.
+	RequestsPerSecond float64
+
+	// Status counts HTTP responses by status code.
+	Status map[int]int
+	// ServerErrors counts 5xx responses.
+	ServerErrors int
+	// TransportErrors counts requests without an HTTP response (connection errors,
+	// per-request timeouts, unreadable bodies), cancelled ones excluded.
+	TransportErrors int
+	// Timeouts counts the TransportErrors that are timeouts.
+	Timeouts int
+	// Canceled counts requests aborted because the run's context was cancelled.
+	Canceled int
+	// Interrupted is set when the context was cancelled before every request completed.
+	Interrupted bool
+
+	// Executions counts non-replayed 2xx responses, over all keys.
+	Executions int
+	// DuplicateExecutions counts executions beyond the first of their key, over all keys.
+	// Anything but 0 means the endpoint is not idempotent.
+	DuplicateExecutions int
+	// DuplicatedKeys counts keys executed more than once.
+	DuplicatedKeys int
+	// UnexecutedKeys counts keys without any execution (every answer a 4xx, 5xx, error,
+	// or replay).
+	UnexecutedKeys int
+
+	// Replays counts responses with "Idempotent-Replayed: true".
+	Replays int
+	// ReplayMismatches counts replays that differ from their key's original response.
+	ReplayMismatches int
+	// UnverifiedReplays counts replays of keys without an original response in this run;
+	// they are compared with the key's first replay instead.
+	UnverifiedReplays int
+
+	// Latency percentiles (nearest rank) and maximum over HTTP responses, from a request's
+	// release to the end of its body. Zero without responses.
+	P50, P90, P99, Max time.Duration
+
+	// PerKey holds one entry per key, by index.
+	PerKey []KeyResult
+	// MismatchSamples shows up to MaxSamples mismatched replays.
+	MismatchSamples []Mismatch
+	// ErrorSamples shows up to MaxSamples distinct transport error messages.
+	ErrorSamples []ErrorSample
+}
+
+// MaxSamples bounds Result.MismatchSamples and Result.ErrorSamples.
+const MaxSamples = 5
+
+// KeyResult is what one key saw.
+type KeyResult struct {
+	Index            int    // 0-based key index ({{i}})
+	Key              string // idempotency key sent
+	Requests         int    // requests completed for the key
+	Executions       int    // non-replayed 2xx responses
+	Replays          int    // replayed responses
+	ReplayMismatches int    // replays differing from the original
+	ServerErrors     int    // 5xx responses
+	TransportErrors  int
+}
+
+// Mismatch describes one replay that differs from its key's original response.
+type Mismatch struct {
+	Key        string `json:"key"`
+	Count      int    `json:"count"`      // identical mismatching replays of this key
+	Unverified bool   `json:"unverified"` // Original is the key's first replay, not a non-replayed response
+	Original   string `json:"original"`   // `201, 34 bytes: "{...}"` (body cut to 120 bytes)
+	Replay     string `json:"replay"`     // same form as Original
+}
+
+// ErrorSample is one transport error message and how many requests got it.
+type ErrorSample struct {
+	Error string `json:"error"`
+	Count int    `json:"count"`
+}
+
+// OK reports whether the run found nothing wrong: no 5xx, transport error, mismatched
+// replay or duplicate execution, and it was not interrupted.
+func (r *Result) OK() bool { return len(r.Problems()) == 0 }
+
+// Problems lists what is wrong with the run, in order of gravity; empty when OK.
+func (r *Result) Problems() []string {
+	var p []string
+	if r.DuplicateExecutions > 0 {
+		p = append(p, fmt.Sprintf("DUPLICATE EXECUTION (%d keys executed more than once)", r.DuplicatedKeys))
+	}
+	if r.ReplayMismatches > 0 {
+		p = append(p, fmt.Sprintf("%d mismatched replays", r.ReplayMismatches))
+	}
+	if r.ServerErrors > 0 {
+		p = append(p, fmt.Sprintf("%d 5xx responses", r.ServerErrors))
+	}
+	if r.TransportErrors > 0 {
+		p = append(p, fmt.Sprintf("%d transport errors", r.TransportErrors))
+	}
+	if r.Interrupted {
+		p = append(p, fmt.Sprintf("interrupted after %d of %d requests", r.Requests, r.Planned))
+	}
+	return p
+}
+
+// analyze turns the records into a Result.
+func analyze(cfg *Config, records []record, keys []keyState, elapsed time.Duration, canceled bool) *Result {
+	r := &Result{
+		Method: cfg.Method, URL: cfg.URL, Planned: cfg.Requests, Keys: cfg.Keys,
+		KeyPrefix: cfg.KeyPrefix, Concurrency: cfg.Concurrency, Elapsed: elapsed,
+		Status: make(map[int]int), PerKey: make([]KeyResult, cfg.Keys),
+	}
+	for i := range r.PerKey {
+		r.PerKey[i] = KeyResult{Index: i, Key: cfg.KeyPrefix + strconv.Itoa(i)}
+	}
+	var lat []time.Duration
+	errCount := map[string]int{}
+	var errOrder []string
+	for i := range records {
+		rec := &records[i]
+		if !rec.done {
+			continue
+		}
+		if rec.canceled {
+			r.Canceled++
+			continue
+		}
+		kr := &r.PerKey[rec.key]
+		kr.Requests++
+		r.Requests++
+		if rec.err != nil {
+			r.TransportErrors++
+			kr.TransportErrors++
+			if isTimeout(rec.err) {
+				r.Timeouts++
+			}
+			msg := rec.err.Error()
+			if errCount[msg] == 0 {
+				errOrder = append(errOrder, msg)
+			}
+			errCount[msg]++
+			continue
+		}
+		lat = append(lat, rec.latency)
+		r.Status[rec.status]++
+		switch {
+		case rec.status >= 500:
+			r.ServerErrors++
+			kr.ServerErrors++
+		}
+		if rec.replayed {
+			kr.Replays++
+		} else if rec.status >= 200 && rec.status < 300 {
+			kr.Executions++
+		}
+	}
+	r.Interrupted = canceled && r.Requests < r.Planned
+
+	for i := range keys {
+		ks, kr := &keys[i], &r.PerKey[i]
+		r.Executions += kr.Executions
+		r.Replays += kr.Replays
+		switch {
+		case kr.Executions == 0:
+			r.UnexecutedKeys++
+		case kr.Executions > 1:
+			r.DuplicatedKeys++
+			r.DuplicateExecutions += kr.Executions - 1
+		}
+		ref, unverified := ks.ref2xx, false
+		if ref == nil {
+			ref = ks.ref4xx
+		}
+		if ref == nil {
+			ref, unverified = ks.firstReplay, true
+			r.UnverifiedReplays += kr.Replays
+		}
+		// Report samples in a stable order.
+		var bad []observed
+		for obs, n := range ks.replays {
+			if !ref.matches(obs) {
+				kr.ReplayMismatches += n
+				bad = append(bad, obs)
+			}
+		}
+		r.ReplayMismatches += kr.ReplayMismatches
+		slices.SortFunc(bad, func(a, b observed) int {
+			return strings.Compare(describe(a), describe(b))
+		})
+		for _, obs := range bad {
+			if len(r.MismatchSamples) < MaxSamples {
+				r.MismatchSamples = append(r.MismatchSamples, Mismatch{
+					Key: kr.Key, Count: ks.replays[obs], Unverified: unverified,
+					Original: describe(*ref), Replay: describe(obs),
+				})
+			}
+		}
+	}
+	for _, msg := range errOrder {
+		if len(r.ErrorSamples) < MaxSamples {
+			r.ErrorSamples = append(r.ErrorSamples, ErrorSample{Error: msg, Count: errCount[msg]})
+		}
+	}
+
+	if r.Elapsed > 0 {
+		r.RequestsPerSecond = float64(r.Requests) / r.Elapsed.Seconds()
+	}
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		r.P50, r.P90, r.P99, r.Max = percentile(lat, 50), percentile(lat, 90), percentile(lat, 99), lat[len(lat)-1]
+	}
+	return r
+}
+
+// percentile returns the nearest-rank p-th percentile of sorted, non-empty d.
+func percentile(d []time.Duration, p int) time.Duration {
+	rank := (p*len(d) + 99) / 100 // ceil(p/100 * n)
+	return d[max(rank, 1)-1]
+}
+
+// describe renders a response for a mismatch report.
+func describe(o observed) string {
+	body := o.body
+	const cut = 120
+	if len(body) > cut {
+		body = body[:cut] + "…"
+	}
+	s := fmt.Sprintf("%d, %d bytes: %q", o.status, o.length, body)
+	if o.location != "" {
+		s += ", Location " + o.location
+	}
+	return s
+}
+
+// fmtDur rounds d to about three significant digits.
+func fmtDur(d time.Duration) string {
+	switch {
+	case d >= 10*time.Second:
+		return d.Round(100 * time.Millisecond).String()
+	case d >= time.Second:
+		return d.Round(10 * time.Millisecond).String()
+	case d >= 100*time.Millisecond:
+		return d.Round(time.Millisecond).String()
+	case d >= 10*time.Millisecond:
+		return d.Round(100 * time.Microsecond).String()
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	default:
+		return d.Round(time.Microsecond).String()
+	}
+}
+
+// plural returns "1 key", "2 keys".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
+// sortedCodes returns the status codes of r.Status in ascending order.
+func (r *Result) sortedCodes() []int {
+	codes := make([]int, 0, len(r.Status))
+	for c := range r.Status {
+		codes = append(codes, c)
+	}
+	slices.Sort(codes)
+	return codes
+}
+
+// WriteTable writes the human-readable summary to w.
+func (r *Result) WriteTable(w io.Writer) {
+	var b strings.Builder
+	line := func(label, format string, args ...any) {
+		fmt.Fprintf(&b, "%-12s %s\n", label, fmt.Sprintf(format, args...))
+	}
+	loud := func(format string, args ...any) {
+		fmt.Fprintf(&b, "!!! %s\n", fmt.Sprintf(format, args...))
+	}
+
+	line("hammer", "%s %s", r.Method, r.URL)
+	per := fmt.Sprint(r.Planned / r.Keys)
+	if r.Planned%r.Keys != 0 {
+		per = fmt.Sprintf("%d-%d", r.Planned/r.Keys, r.Planned/r.Keys+1)
+	}
+	line("requests", "%d in %s (%.1f req/s); %s (%s*), %s requests each; concurrency %d",
+		r.Requests, fmtDur(r.Elapsed), r.RequestsPerSecond, plural(r.Keys, "key"), r.KeyPrefix, per, r.Concurrency)
+	if r.Interrupted {
+		loud("INTERRUPTED: %d of %d requests completed, %d cancelled; partial summary", r.Requests, r.Planned, r.Canceled)
+	}
+
+	var codes []string
+	for _, c := range r.sortedCodes() {
+		codes = append(codes, fmt.Sprintf("%d: %d", c, r.Status[c]))
+	}
+	if len(codes) == 0 {
+		codes = []string{"no responses"}
+	}
+	line("status", "%s", strings.Join(codes, "   "))
+
+	switch {
+	case r.DuplicateExecutions > 0:
+		line("executions", "%d on %s", r.Executions, plural(r.Keys, "key"))
+		loud("DUPLICATE EXECUTION: %d of %d keys executed more than once (%d extra executions)",
+			r.DuplicatedKeys, r.Keys, r.DuplicateExecutions)
+		shown := 0
+		for _, k := range r.PerKey {
+			if k.Executions > 1 {
+				if shown == 10 {
+					loud("  ... and %d more keys", r.DuplicatedKeys-shown)
+					break
+				}
+				loud("  key %s: executed %d times", k.Key, k.Executions)
+				shown++
+			}
+		}
+	case r.UnexecutedKeys > 0:
+		line("executions", "%d (at most one per key; %s never executed)", r.Executions, plural(r.UnexecutedKeys, "key"))
+	default:
+		line("executions", "%d (exactly one per key)", r.Executions)
+	}
+
+	switch {
+	case r.Replays == 0:
+		line("replays", "0")
+	case r.ReplayMismatches == 0:
+		line("replays", "%d, all match their key's original response byte for byte", r.Replays)
+	default:
+		line("replays", "%d, %d MISMATCHED", r.Replays, r.ReplayMismatches)
+		loud("REPLAY MISMATCH: %d of %d replays differ from their key's original response", r.ReplayMismatches, r.Replays)
+		for _, m := range r.MismatchSamples {
+			what := "original"
+			if m.Unverified {
+				what = "first replay"
+			}
+			loud("  key %s (%d replays)", m.Key, m.Count)
+			loud("    %-12s %s", what, m.Original)
+			loud("    %-12s %s", "replay", m.Replay)
+		}
+	}
+	if r.UnverifiedReplays > 0 {
+		line("", "%d replays of keys without an original response in this run (compared with the key's first replay)", r.UnverifiedReplays)
+	}
+
+	if r.Requests > r.TransportErrors {
+		line("latency", "p50 %s   p90 %s   p99 %s   max %s", fmtDur(r.P50), fmtDur(r.P90), fmtDur(r.P99), fmtDur(r.Max))
+	}
+	if r.TransportErrors == 0 {
+		line("transport", "0 errors")
+	} else {
+		line("transport", "%d ERRORS (%d timeouts)", r.TransportErrors, r.Timeouts)
+		for _, e := range r.ErrorSamples {
+			line("", "%dx %s", e.Count, e.Error)
+		}
+	}
+
+	if p := r.Problems(); len(p) > 0 {
+		line("result", "FAIL: %s", strings.Join(p, "; "))
+	} else {
+		line("result", "OK")
+	}
+	io.WriteString(w, b.String())
+}
+
+// jsonSummary is the -json form of a Result. Durations are in milliseconds.
+type jsonSummary struct {
+	OK                  bool               `json:"ok"`
+	Problems            []string           `json:"problems"`
+	Method              string             `json:"method"`
+	URL                 string             `json:"url"`
+	Planned             int                `json:"planned"`
+	Requests            int                `json:"requests"`
+	Keys                int                `json:"keys"`
+	KeyPrefix           string             `json:"key_prefix"`
+	Concurrency         int                `json:"concurrency"`
+	ElapsedMS           float64            `json:"elapsed_ms"`
+	RequestsPerSecond   float64            `json:"requests_per_second"`
+	Status              map[string]int     `json:"status"`
+	Executions          int                `json:"executions"`
+	DuplicateExecutions int                `json:"duplicate_executions"`
+	DuplicatedKeys      int                `json:"duplicated_keys"`
+	UnexecutedKeys      int                `json:"unexecuted_keys"`
+	Replays             int                `json:"replays"`
+	ReplayMismatches    int                `json:"replay_mismatches"`
+	UnverifiedReplays   int                `json:"unverified_replays"`
+	ServerErrors        int                `json:"server_errors"`
+	TransportErrors     int                `json:"transport_errors"`
+	Timeouts            int                `json:"timeouts"`
+	Canceled            int                `json:"canceled"`
+	Interrupted         bool               `json:"interrupted"`
+	LatencyMS           map[string]float64 `json:"latency_ms"`
+	DuplicateKeys       []jsonKey          `json:"duplicate_keys,omitempty"`
+	MismatchSamples     []Mismatch         `json:"mismatch_samples,omitempty"`
+	ErrorSamples        []ErrorSample      `json:"error_samples,omitempty"`
+}
+
+type jsonKey struct {
+	Key        string `json:"key"`
+	Executions int    `json:"executions"`
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// WriteJSON writes the summary to w as one indented JSON object. Status codes are object
+// keys; durations are in milliseconds; duplicate_keys lists every key executed more than
+// once.
+func (r *Result) WriteJSON(w io.Writer) error {
+	s := jsonSummary{
+		OK: r.OK(), Problems: r.Problems(), Method: r.Method, URL: r.URL,
+		Planned: r.Planned, Requests: r.Requests, Keys: r.Keys, KeyPrefix: r.KeyPrefix,
+		Concurrency: r.Concurrency, ElapsedMS: ms(r.Elapsed), RequestsPerSecond: r.RequestsPerSecond,
+		Status:     make(map[string]int, len(r.Status)),
+		Executions: r.Executions, DuplicateExecutions: r.DuplicateExecutions,
+		DuplicatedKeys: r.DuplicatedKeys, UnexecutedKeys: r.UnexecutedKeys,
+		Replays: r.Replays, ReplayMismatches: r.ReplayMismatches, UnverifiedReplays: r.UnverifiedReplays,
+		ServerErrors: r.ServerErrors, TransportErrors: r.TransportErrors, Timeouts: r.Timeouts,
+		Canceled: r.Canceled, Interrupted: r.Interrupted,
+		LatencyMS:       map[string]float64{"p50": ms(r.P50), "p90": ms(r.P90), "p99": ms(r.P99), "max": ms(r.Max)},
+		MismatchSamples: r.MismatchSamples, ErrorSamples: r.ErrorSamples,
+	}
+	if s.Problems == nil {
+		s.Problems = []string{}
+	}
+	for c, n := range r.Status {
+		s.Status[strconv.Itoa(c)] = n
+	}
+	for _, k := range r.PerKey {
+		if k.Executions > 1 {
+			s.DuplicateKeys = append(s.DuplicateKeys, jsonKey{k.Key, k.Executions})
+		}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(s)
+}
