@@ -1,0 +1,107 @@
+// Command server runs the payments example service.
+//
+//	go run ./examples/payments/cmd/server -addr 127.0.0.1:8080 [-delay 200ms]
+//
+// DATABASE_URL selects the PostgreSQL database. When it is empty, the server starts an
+// embedded throwaway PostgreSQL from the local binaries (initdb, postgres) and says so on
+// stderr; its data is deleted on exit. The schemas (idempotency_keys, payments, refunds)
+// are applied on start. When the server is ready it prints exactly one line on stdout,
+//
+//	listening on http://ADDR
+//
+// and everything else on stderr. SIGINT or SIGTERM shut it down cleanly: in-flight
+// requests finish (up to -shutdown-timeout), then the pool closes and the embedded
+// PostgreSQL stops. Exit status 0 after a clean shutdown.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/idemgen/idemgen/examples/payments/service"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("server", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8080", "`HOST:PORT` to listen on (port 0 picks a free one)")
+	delay := fs.Duration("delay", 0, "simulated downstream latency inside each POST's business transaction")
+	maxBody := fs.Int64("max-body", service.DefaultMaxBodyBytes, "request body limit in `BYTES` (413 beyond)")
+	maxConns := fs.Int("max-conns", 32, "database pool size")
+	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long in-flight requests may run on shutdown")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "server: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	logger := log.New(stderr, "server: ", log.LstdFlags|log.Lmicroseconds)
+	logf := func(format string, args ...any) { logger.Printf(format, args...) }
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	d, err := service.Open(ctx, os.Getenv("DATABASE_URL"), int32(*maxConns), logf)
+	if err != nil {
+		logger.Print(err)
+		return 1
+	}
+	defer func() {
+		if err := d.Close(); err != nil {
+			logger.Printf("stopping PostgreSQL: %v", err)
+		}
+	}()
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		logger.Print(err)
+		return 1
+	}
+	srv := &http.Server{
+		Handler:           service.New(d.Pool, service.Options{Delay: *delay, MaxBodyBytes: *maxBody, Logf: logf}),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          logger,
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	if *delay > 0 {
+		logf("simulated downstream delay: %s", *delay)
+	}
+	// The one line on stdout. os.Stdout is unbuffered: written is flushed.
+	fmt.Fprintf(stdout, "listening on http://%s\n", ln.Addr())
+
+	select {
+	case err := <-served:
+		logger.Printf("serve: %v", err)
+		return 1
+	case <-ctx.Done():
+	}
+	stop() // a second signal kills the process
+	logf("shutting down")
+	sctx, cancel := context.WithTimeout(context.Background(), *shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		logger.Printf("shutdown: %v", err)
+		return 1
+	}
+	logf("stopped")
+	return 0
+}

@@ -1,0 +1,9 @@
+// Package payments is a small payments service built with idemgen: its spec
+// (openapi.yaml), the generated handlers (package api), its business SQL written with sqlc
+// (package db), the service itself (package service), a server (cmd/server) and a
+// one-command demo (cmd/demo). See README.md.
+package payments
+
+// Regenerate the handlers from the spec, and the typed SQL from the queries:
+//go:generate go run github.com/idemgen/idemgen/cmd/idemgen generate -package api -o api openapi.yaml
+//go:generate go tool sqlc generate -f db/sqlc.yaml

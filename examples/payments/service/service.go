@@ -1,0 +1,297 @@
+// Package service is the payments example's HTTP service: the business code behind the
+// handlers that idemgen generated from ../openapi.yaml (package api), its wiring
+// ([New]), the account middleware that supplies the idempotency scope, and the
+// exactly-once audit ([Audit]).
+//
+// What runs where, for POST /payments:
+//
+//	http.MaxBytesHandler            body over Options.MaxBodyBytes → 413 problem
+//	requireAccount                  no X-Account-ID → 401 problem; else the account in ctx
+//	api (oapi-codegen)              decodes the JSON body; bad JSON → 400 problem
+//	validate (strict middleware)    amount, currency, description → 400 problem, before any SQL
+//	api (idemgen)                   the idempotency protocol: key → claim → one transaction
+//	server.CreatePayment            business writes through the transaction it is handed
+//
+// Validation runs before the protocol on purpose: a request that fails it never claims
+// its key, so the client can fix the body and retry with the same key. Business refusals
+// (a refund over what remains, a refund of an unknown payment) are decided inside the
+// transaction and are ordinary answers: committed with the key and replayed on retries.
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/examples/payments/api"
+	"github.com/idemgen/idemgen/examples/payments/db"
+	"github.com/idemgen/idemgen/idem"
+)
+
+// DefaultMaxBodyBytes is the request body limit when Options.MaxBodyBytes is zero.
+const DefaultMaxBodyBytes = 1 << 20
+
+// Limits of the request bodies (as in openapi.yaml).
+const (
+	MaxAmount            = 100_000_000_000
+	MaxDescriptionLength = 1000
+)
+
+// ProblemRefundExceedsRemaining is the problem type of a refund larger than what remains
+// of its payment (422).
+const ProblemRefundExceedsRemaining = "https://github.com/idemgen/idemgen/tree/main/examples/payments#refund-exceeds-remaining"
+
+// Options configure [New]. The zero value is valid.
+type Options struct {
+	// Delay is simulated downstream latency (a payment provider's call), spent inside the
+	// business transaction of both POST operations, so that concurrent duplicates overlap
+	// a request in flight. It respects the request's context.
+	Delay time.Duration
+	// Downstream, when set, replaces the Delay: it is called inside the business
+	// transaction of both POST operations, after their writes, where a real service would
+	// call its payment provider (passing idem.KeyFromContext(ctx) on as the provider's
+	// idempotency key). An error rolls the transaction back (500; the key is released).
+	Downstream func(ctx context.Context) error
+	// MaxBodyBytes limits request bodies (413 beyond). Zero means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Logf, when set, receives the errors answered with 500 (whose bodies do not carry
+	// them).
+	Logf func(format string, args ...any)
+	// Observer, when set, sees every outcome of the idempotency protocol (metrics).
+	Observer idem.Observer
+}
+
+// Setup applies the schemas the service needs: idem's idempotency_keys table and the
+// example's own tables. Both are re-runnable.
+func Setup(ctx context.Context, pool *pgxpool.Pool) error {
+	if err := idem.Migrate(ctx, pool); err != nil {
+		return err
+	}
+	return db.Migrate(ctx, pool)
+}
+
+// New returns the service's HTTP handler on pool (see [Setup] for the tables).
+func New(pool *pgxpool.Pool, opts Options) http.Handler {
+	storeOpts := []idem.Option{idem.WithScope(scope)}
+	if opts.Observer != nil {
+		storeOpts = append(storeOpts, idem.WithObserver(opts.Observer))
+	}
+	store := idem.NewStore(pool, storeOpts...)
+	impl := &server{pool: pool, delay: opts.Delay, downstreamFunc: opts.Downstream}
+
+	responseError := idem.ResponseErrorHandler
+	if opts.Logf != nil {
+		responseError = func(w http.ResponseWriter, r *http.Request, err error) {
+			opts.Logf("%s %s: %v", r.Method, r.URL.Path, err)
+			idem.ResponseErrorHandler(w, r, err)
+		}
+	}
+	strict := api.NewStrictHandlerWithOptions(
+		api.NewIdempotentStrictServer(impl, store),
+		[]api.StrictMiddlewareFunc{validate},
+		api.StrictHTTPServerOptions{
+			RequestErrorHandlerFunc:  idem.RequestErrorHandler,
+			ResponseErrorHandlerFunc: responseError,
+		})
+	h := api.HandlerWithOptions(strict, api.StdHTTPServerOptions{ErrorHandlerFunc: idem.RequestErrorHandler})
+
+	limit := opts.MaxBodyBytes
+	if limit <= 0 {
+		limit = DefaultMaxBodyBytes
+	}
+	return http.MaxBytesHandler(requireAccount(h), limit)
+}
+
+// server implements api.IdempotentServerInterface.
+type server struct {
+	pool           *pgxpool.Pool
+	delay          time.Duration
+	downstreamFunc func(ctx context.Context) error
+}
+
+var _ api.IdempotentServerInterface = (*server)(nil)
+
+// CreatePayment runs inside the idempotency protocol: its writes commit together with the
+// completion of the key, or not at all.
+func (s *server) CreatePayment(ctx context.Context, tx idem.Tx, req api.CreatePaymentRequestObject) (api.CreatePaymentResponseObject, error) {
+	key, ok := idem.KeyFromContext(ctx)
+	if !ok { // the policy requires a key: the protocol never runs us without one
+		return nil, errors.New("createPayment: no idempotency key")
+	}
+	body := req.Body
+	p, err := db.New(tx).InsertPayment(ctx, db.InsertPaymentParams{
+		AccountID:        mustAccount(ctx),
+		Amount:           body.Amount,
+		Currency:         body.Currency,
+		Description:      textOrNull(body.Description),
+		IdempotencyScope: key.Scope,
+		IdempotencyKey:   key.Key,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert payment: %w", err)
+	}
+	// A real service would authorise the payment with its provider here, passing
+	// key.Key on as the provider's idempotency key.
+	if err := s.downstream(ctx); err != nil {
+		return nil, err
+	}
+	loc := "/payments/" + p.ID
+	return api.CreatePayment201JSONResponse{Body: toPayment(p), Headers: api.CreatePayment201ResponseHeaders{Location: &loc}}, nil
+}
+
+// GetPayment is not marked x-idempotent: it keeps oapi-codegen's strict signature.
+func (s *server) GetPayment(ctx context.Context, req api.GetPaymentRequestObject) (api.GetPaymentResponseObject, error) {
+	p, err := db.New(s.pool).GetPayment(ctx, db.GetPaymentParams{ID: req.Id, AccountID: mustAccount(ctx)})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return api.GetPayment404ApplicationProblemPlusJSONResponse{NotFoundApplicationProblemPlusJSONResponse: notFound(req.Id)}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get payment: %w", err)
+	}
+	return api.GetPayment200JSONResponse(toPayment(p)), nil
+}
+
+// CreateRefund runs inside the idempotency protocol. Refusals (unknown payment, amount
+// over what remains) are answers like the 201: stored with the key and replayed.
+func (s *server) CreateRefund(ctx context.Context, tx idem.Tx, req api.CreateRefundRequestObject) (api.CreateRefundResponseObject, error) {
+	key, ok := idem.KeyFromContext(ctx)
+	if !ok {
+		return nil, errors.New("createRefund: no idempotency key")
+	}
+	q := db.New(tx)
+	// Lock the payment: refunds of one payment under different keys serialise here.
+	p, err := q.LockPayment(ctx, db.LockPaymentParams{ID: req.Id, AccountID: mustAccount(ctx)})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return api.CreateRefund404ApplicationProblemPlusJSONResponse{NotFoundApplicationProblemPlusJSONResponse: notFound(req.Id)}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lock payment: %w", err)
+	}
+	if remaining := p.Amount - p.AmountRefunded; req.Body.Amount > remaining {
+		typ := ProblemRefundExceedsRemaining
+		detail := fmt.Sprintf("a refund of %d exceeds the %d %s that remain of payment %s (amount %d, refunded %d)",
+			req.Body.Amount, remaining, p.Currency, p.ID, p.Amount, p.AmountRefunded)
+		return api.CreateRefund422ApplicationProblemPlusJSONResponse{
+			Type: &typ, Title: "Refund exceeds remaining amount", Status: http.StatusUnprocessableEntity, Detail: &detail,
+		}, nil
+	}
+	r, err := q.InsertRefund(ctx, db.InsertRefundParams{
+		PaymentID: p.ID, Amount: req.Body.Amount, IdempotencyScope: key.Scope, IdempotencyKey: key.Key,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("insert refund: %w", err)
+	}
+	if _, err := q.AddRefunded(ctx, db.AddRefundedParams{ID: p.ID, Amount: r.Amount}); err != nil {
+		return nil, fmt.Errorf("update payment: %w", err)
+	}
+	if err := s.downstream(ctx); err != nil {
+		return nil, err
+	}
+	return api.CreateRefund201JSONResponse{
+		Id: r.ID, PaymentId: r.PaymentID, Amount: r.Amount, CreatedAt: r.CreatedAt.Time.UTC(),
+	}, nil
+}
+
+// downstream stands for the payment provider's call: Options.Downstream, or a sleep of
+// Options.Delay.
+func (s *server) downstream(ctx context.Context) error {
+	if s.downstreamFunc != nil {
+		return s.downstreamFunc(ctx)
+	}
+	if s.delay <= 0 {
+		return nil
+	}
+	t := time.NewTimer(s.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("downstream call: %w", context.Cause(ctx))
+	}
+}
+
+func toPayment(p db.Payment) api.Payment {
+	out := api.Payment{
+		Id:        p.ID,
+		Amount:    p.Amount,
+		Currency:  p.Currency,
+		Status:    api.Succeeded,
+		CreatedAt: p.CreatedAt.Time.UTC(),
+	}
+	if p.Description.Valid {
+		d := p.Description.String
+		out.Description = &d
+	}
+	switch {
+	case p.AmountRefunded == p.Amount:
+		out.Status = api.Refunded
+	case p.AmountRefunded > 0:
+		out.Status = api.PartiallyRefunded
+	}
+	return out
+}
+
+func notFound(id string) api.NotFoundApplicationProblemPlusJSONResponse {
+	detail := fmt.Sprintf("no payment %q in this account", id)
+	return api.NotFoundApplicationProblemPlusJSONResponse{Title: http.StatusText(http.StatusNotFound), Status: http.StatusNotFound, Detail: &detail}
+}
+
+// validate is a strict-server middleware: it checks the decoded request bodies against
+// the spec's constraints before the idempotency protocol sees them, and answers 400.
+func validate(next api.StrictHandlerFunc, operationID string) api.StrictHandlerFunc {
+	return func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error) {
+		switch req := request.(type) {
+		case api.CreatePaymentRequestObject:
+			if msg := checkPayment(req.Body); msg != "" {
+				return api.CreatePayment400ApplicationProblemPlusJSONResponse{BadRequestApplicationProblemPlusJSONResponse: badRequest(msg)}, nil
+			}
+		case api.CreateRefundRequestObject:
+			if msg := checkAmount(req.Body.Amount); msg != "" {
+				return api.CreateRefund400ApplicationProblemPlusJSONResponse{BadRequestApplicationProblemPlusJSONResponse: badRequest(msg)}, nil
+			}
+		}
+		return next(ctx, w, r, request)
+	}
+}
+
+var currencyRE = regexp.MustCompile(`^[A-Z]{3}$`)
+
+func checkPayment(b *api.NewPayment) string {
+	if msg := checkAmount(b.Amount); msg != "" {
+		return msg
+	}
+	if !currencyRE.MatchString(b.Currency) {
+		return fmt.Sprintf("currency %q is not an ISO 4217 alphabetic code (three capital letters, e.g. EUR)", b.Currency)
+	}
+	if b.Description != nil && utf8.RuneCountInString(*b.Description) > MaxDescriptionLength {
+		return fmt.Sprintf("description is longer than %d characters", MaxDescriptionLength)
+	}
+	return ""
+}
+
+func checkAmount(a int64) string {
+	if a < 1 || a > MaxAmount {
+		return fmt.Sprintf("amount must be an integer from 1 to %d (minor units), got %d", int64(MaxAmount), a)
+	}
+	return ""
+}
+
+func badRequest(detail string) api.BadRequestApplicationProblemPlusJSONResponse {
+	return api.BadRequestApplicationProblemPlusJSONResponse{Title: http.StatusText(http.StatusBadRequest), Status: http.StatusBadRequest, Detail: &detail}
+}
+
+func textOrNull(s *string) pgtype.Text {
+	if s == nil {
+		return pgtype.Text{}
+	}
+	return pgtype.Text{String: *s, Valid: true}
+}
