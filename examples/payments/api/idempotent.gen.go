@@ -51,7 +51,12 @@ var createRefundPolicy = &idem.Policy{
 
 // NewIdempotentStrictServer returns the StrictServerInterface that runs impl's marked
 // operations through store's idempotency protocol and passes the others through. Wire it
-// as usual: HandlerWithOptions(NewStrictHandler(NewIdempotentStrictServer(impl, store), nil), ...).
+// as usual, with idem's problem+json error handlers:
+//
+//	NewStrictHandlerWithOptions(NewIdempotentStrictServer(impl, store), nil, StrictHTTPServerOptions{
+//		RequestErrorHandlerFunc:  idem.RequestErrorHandler,
+//		ResponseErrorHandlerFunc: idem.ResponseErrorHandler,
+//	})
 func NewIdempotentStrictServer(impl IdempotentServerInterface, store *idem.Store) StrictServerInterface {
 	return &idempotentServer{impl: impl, store: store}
 }
