@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -216,6 +217,8 @@ func TestSlowOwnerPastLeaseIsNotReclaimed(t *testing.T) {
 	p := policy("createThing")
 	p.Lease = time.Second
 	inside, finish := make(chan struct{}), make(chan struct{})
+	finishOnce := sync.OnceFunc(func() { close(finish) })
+	t.Cleanup(finishOnce) // a failed test does not leave the owner parked
 	slow := func(ctx context.Context, tx Tx) (*Response, error) {
 		close(inside)
 		<-finish
@@ -232,15 +235,18 @@ func TestSlowOwnerPastLeaseIsNotReclaimed(t *testing.T) {
 	e.waitFor("leased_until <= now() FROM idempotency_keys WHERE key = 'k'")
 	const n = 8
 	resps := make([]*Response, n)
+	// A duplicate answers at once: it never waits on the owner's row lock.
+	dupCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 	release(n, func(i int) {
-		resps[i], _ = e.store.Do(context.Background(), p, ptr("k"), parts("x"), insertOne("x"))
+		resps[i], _ = e.store.Do(dupCtx, p, ptr("k"), parts("x"), insertOne("x"))
 	})
 	for _, r := range resps {
 		if r == nil || r.Status != http.StatusConflict || header(r, "Retry-After") != "1" {
 			t.Fatalf("duplicate while the owner is alive: %+v, want 409 Retry-After 1", r)
 		}
 	}
-	close(finish)
+	finishOnce()
 	<-done
 	if ownerErr != nil || owner.Outcome != OutcomeCompleted {
 		t.Fatalf("owner: %v %v, want completed", owner, ownerErr)

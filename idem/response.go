@@ -80,7 +80,7 @@ func Record(visit func(w http.ResponseWriter) error) (*Response, error) {
 		return nil, err
 	}
 	if rec.status == 0 {
-		rec.status = http.StatusOK
+		rec.WriteHeader(http.StatusOK) // headers set without a write are sent, as net/http does
 	}
 	names := make([]string, 0, len(rec.snapshot))
 	for n := range rec.snapshot {
@@ -89,7 +89,7 @@ func Record(visit func(w http.ResponseWriter) error) (*Response, error) {
 	sort.Strings(names)
 	var lines []HeaderLine
 	for _, n := range names {
-		if unstoredHeaders[n] {
+		if unstoredHeaders[http.CanonicalHeaderKey(n)] { // net/http sends a key as written
 			continue
 		}
 		for _, v := range rec.snapshot[n] {

@@ -380,9 +380,14 @@ func (c *call) execute(ctx context.Context, token int64, how Outcome, fn Func) (
 	}
 	for attempt := 0; ; attempt++ {
 		resp, retry, err := c.attempt(ctx, token, fn)
-		if retry && attempt < s.maxRetries {
-			s.observe(p.Operation, OutcomeRetried)
-			continue
+		if retry {
+			if attempt < s.maxRetries {
+				s.observe(p.Operation, OutcomeRetried)
+				continue
+			}
+			// Out of retries: a business failure like any other.
+			s.observe(p.Operation, OutcomeFailed)
+			c.release(context.WithoutCancel(ctx), token)
 		}
 		return resp, err
 	}
@@ -393,9 +398,14 @@ func (c *call) execute(ctx context.Context, token int64, how Outcome, fn Func) (
 // not released; once its lease ends a retry reclaims it, or replays if the commit landed.
 var ErrCommitUnknown = errors.New("idem: commit outcome unknown")
 
+// errNoResponse is the error of a business function that returned neither a response nor
+// an error.
+var errNoResponse = errors.New("idem: business function returned no response and no error")
+
 // attempt is one business transaction: lock own row → fn → fenced complete → commit.
-// retry reports a serialization failure or deadlock with the claim still ours (released
-// only when no retry follows).
+// retry reports a serialization failure or deadlock, rolled back, with the claim not
+// released (execute releases it when no retry follows; a retry's lock finds out whether the
+// claim is still ours).
 func (c *call) attempt(ctx context.Context, token int64, fn Func) (resp *Response, retry bool, err error) {
 	s, p := c.s, c.p
 	bg := context.WithoutCancel(ctx)
@@ -410,9 +420,21 @@ func (c *call) attempt(ctx context.Context, token int64, fn Func) (resp *Respons
 		if errors.Is(err, pgx.ErrNoRows) {
 			return c.leaseLost(), false, nil
 		}
-		c.release(bg, token)
-		return nil, false, fmt.Errorf("idem: lock own key: %w", err)
+		// Under REPEATABLE READ or SERIALIZABLE a reclaim that committed since our
+		// snapshot fails the lock with 40001: retried, the lock sees the new token.
+		return c.fail(bg, tx, token, fmt.Errorf("idem: lock own key: %w", err))
 	}
+	// A panicking business function is a business error (net/http recovers the panic and
+	// the process lives on): roll back and release, then let the panic continue.
+	// runtime.Goexit is not recovered: an owner that is gone does not release.
+	defer func() {
+		if v := recover(); v != nil {
+			_ = tx.Rollback(bg)
+			s.observe(p.Operation, OutcomeFailed)
+			c.release(bg, token)
+			panic(v)
+		}
+	}()
 
 	bctx := context.WithValue(ctx, ctxKey{}, KeyInfo{Scope: c.scope, Key: c.key})
 	if p.Timeout > 0 {
@@ -421,6 +443,9 @@ func (c *call) attempt(ctx context.Context, token int64, fn Func) (resp *Respons
 		defer cancel()
 	}
 	resp, err = fn(bctx, txOnly{tx})
+	if err == nil && resp == nil {
+		err = errNoResponse
+	}
 	if err != nil {
 		return c.fail(bg, tx, token, err)
 	}
@@ -524,6 +549,9 @@ func (s *Store) plainTx(ctx, bg context.Context, p *Policy, fn Func) (*Response,
 		defer cancel()
 	}
 	resp, err := fn(bctx, txOnly{tx})
+	if err == nil && resp == nil {
+		err = errNoResponse
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,8 @@ ON CONFLICT (scope, key) DO NOTHING
 RETURNING lease_token;
 
 -- Step 4: read the existing row, with its expiry and lease judged by the database clock.
+-- A processing row past retention is expired only once its lease ended too (as in
+-- PurgeExpired): a live lease is answered 409, whatever the retention.
 -- name: GetKey :one
 SELECT operation,
        fingerprint,
@@ -22,7 +24,7 @@ SELECT operation,
        response_status,
        response_headers,
        response_body,
-       (expires_at <= now())::boolean AS expired,
+       (expires_at <= now() AND (status = 'completed' OR leased_until <= now()))::boolean AS expired,
        (leased_until <= now())::boolean AS lease_expired,
        greatest(0, extract(epoch FROM leased_until - now()))::float8 AS lease_remaining_seconds
 FROM idempotency_keys
@@ -46,6 +48,7 @@ SET operation        = sqlc.arg(operation),
 WHERE (k.scope, k.key) IN (
     SELECT e.scope, e.key FROM idempotency_keys AS e
     WHERE e.scope = sqlc.arg(scope) AND e.key = sqlc.arg(key) AND e.expires_at <= now()
+      AND (e.status = 'completed' OR e.leased_until <= now())
     FOR UPDATE SKIP LOCKED
 )
 RETURNING k.lease_token;

@@ -159,7 +159,7 @@ SELECT operation,
        response_status,
        response_headers,
        response_body,
-       (expires_at <= now())::boolean AS expired,
+       (expires_at <= now() AND (status = 'completed' OR leased_until <= now()))::boolean AS expired,
        (leased_until <= now())::boolean AS lease_expired,
        greatest(0, extract(epoch FROM leased_until - now()))::float8 AS lease_remaining_seconds
 FROM idempotency_keys
@@ -185,6 +185,8 @@ type GetKeyRow struct {
 }
 
 // Step 4: read the existing row, with its expiry and lease judged by the database clock.
+// A processing row past retention is expired only once its lease ended too (as in
+// PurgeExpired): a live lease is answered 409, whatever the retention.
 func (q *Queries) GetKey(ctx context.Context, arg GetKeyParams) (GetKeyRow, error) {
 	row := q.db.QueryRow(ctx, getKey, arg.Scope, arg.Key)
 	var i GetKeyRow
@@ -319,6 +321,7 @@ SET operation        = $1,
 WHERE (k.scope, k.key) IN (
     SELECT e.scope, e.key FROM idempotency_keys AS e
     WHERE e.scope = $5 AND e.key = $6 AND e.expires_at <= now()
+      AND (e.status = 'completed' OR e.leased_until <= now())
     FOR UPDATE SKIP LOCKED
 )
 RETURNING k.lease_token
