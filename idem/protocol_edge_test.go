@@ -362,10 +362,11 @@ func TestQueryGuards(t *testing.T) {
 	q := e.store.q
 	fp, _ := Fingerprint("createThing", parts("x")...)
 	lease, retention := time.Minute.Microseconds(), time.Hour.Microseconds()
-	token, err := q.ClaimKey(ctx, idemdb.ClaimKeyParams{Scope: "", Key: "k", Operation: "createThing", Fingerprint: fp, LeaseUs: lease, RetentionUs: retention})
+	claim, err := q.ClaimKey(ctx, idemdb.ClaimKeyParams{Scope: "", Key: "k", Operation: "createThing", Fingerprint: fp, LeaseUs: lease, RetentionUs: retention})
 	if err != nil {
 		t.Fatal(err)
 	}
+	token := claim.LeaseToken
 	if _, err := q.TakeOverExpired(ctx, idemdb.TakeOverExpiredParams{Key: "k", Operation: "createThing", Fingerprint: fp, LeaseUs: lease, RetentionUs: retention}); !errors.Is(err, pgx.ErrNoRows) {
 		t.Fatalf("takeover of an unexpired row: %v, want no row", err)
 	}

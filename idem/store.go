@@ -226,6 +226,9 @@ type call struct {
 	scope string
 	key   string
 	fp    []byte
+	// rowID is the ctid of our claim's row version, as the claim, takeover or reclaim
+	// returned it: the business transaction addresses its key row by it (see LockOwnKey).
+	rowID string
 }
 
 // Do runs fn under the idempotency protocol (see the package documentation).
@@ -268,12 +271,13 @@ func (c *call) run(ctx context.Context, fn Func) (*Response, error) {
 	q, p := c.s.q, c.p
 	lease, retention := p.lease(), p.retention()
 	for attempt := 0; attempt < 3; attempt++ {
-		token, err := q.ClaimKey(ctx, idemdb.ClaimKeyParams{
+		claim, err := q.ClaimKey(ctx, idemdb.ClaimKeyParams{
 			Scope: c.scope, Key: c.key, Operation: p.Operation, Fingerprint: c.fp,
 			LeaseUs: lease.Microseconds(), RetentionUs: retention.Microseconds(),
 		})
 		if err == nil {
-			return c.execute(ctx, token, OutcomeClaimed, fn)
+			c.rowID = claim.RowID
+			return c.execute(ctx, claim.LeaseToken, OutcomeClaimed, fn)
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("idem: claim: %w", err)
@@ -286,12 +290,13 @@ func (c *call) run(ctx context.Context, fn Func) (*Response, error) {
 			return nil, err
 		}
 		if row.Expired {
-			token, err := q.TakeOverExpired(ctx, idemdb.TakeOverExpiredParams{
+			took, err := q.TakeOverExpired(ctx, idemdb.TakeOverExpiredParams{
 				Scope: c.scope, Key: c.key, Operation: p.Operation, Fingerprint: c.fp,
 				LeaseUs: lease.Microseconds(), RetentionUs: retention.Microseconds(),
 			})
 			if err == nil {
-				return c.execute(ctx, token, OutcomeTakenOver, fn)
+				c.rowID = took.RowID
+				return c.execute(ctx, took.LeaseToken, OutcomeTakenOver, fn)
 			}
 			if !errors.Is(err, pgx.ErrNoRows) {
 				return nil, fmt.Errorf("idem: take over expired key: %w", err)
@@ -302,12 +307,13 @@ func (c *call) run(ctx context.Context, fn Func) (*Response, error) {
 			return resp, nil
 		}
 		// processing, lease expired: the owner is gone, or alive and holding its row lock.
-		token, err = q.ReclaimKey(ctx, idemdb.ReclaimKeyParams{
+		reclaimed, err := q.ReclaimKey(ctx, idemdb.ReclaimKeyParams{
 			Scope: c.scope, Key: c.key, Operation: p.Operation, Fingerprint: c.fp,
 			LeaseUs: lease.Microseconds(),
 		})
 		if err == nil {
-			return c.execute(ctx, token, OutcomeReclaimed, fn)
+			c.rowID = reclaimed.RowID
+			return c.execute(ctx, reclaimed.LeaseToken, OutcomeReclaimed, fn)
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("idem: reclaim: %w", err)
@@ -416,7 +422,7 @@ func (c *call) attempt(ctx context.Context, token int64, fn Func) (resp *Respons
 	}
 	defer tx.Rollback(bg) // no-op after a commit
 	q := s.q.WithTx(tx)
-	if _, err := q.LockOwnKey(ctx, idemdb.LockOwnKeyParams{Scope: c.scope, Key: c.key, LeaseToken: token}); err != nil {
+	if _, err := q.LockOwnKey(ctx, idemdb.LockOwnKeyParams{RowID: c.rowID, Scope: c.scope, Key: c.key, LeaseToken: token}); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return c.leaseLost(), false, nil
 		}
@@ -466,7 +472,7 @@ func (c *call) attempt(ctx context.Context, token int64, fn Func) (resp *Respons
 	}
 	// The business ran: finish under a context the client's going away cannot cancel.
 	n, err := q.CompleteKey(bg, idemdb.CompleteKeyParams{
-		Scope: c.scope, Key: c.key, LeaseToken: token,
+		RowID: c.rowID, Scope: c.scope, Key: c.key, LeaseToken: token,
 		ResponseStatus:  pgtype.Int4{Int32: int32(resp.Status), Valid: true},
 		ResponseHeaders: headers, ResponseBody: body,
 		RetentionUs: p.retention().Microseconds(),

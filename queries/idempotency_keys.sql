@@ -11,7 +11,7 @@ VALUES (
     now() + sqlc.arg(retention_us)::bigint * interval '1 microsecond'
 )
 ON CONFLICT (scope, key) DO NOTHING
-RETURNING lease_token;
+RETURNING lease_token, ctid::text AS row_id;
 
 -- Step 4: read the existing row, with its expiry and lease judged by the database clock.
 -- A processing row past retention is expired only once its lease ended too (as in
@@ -51,7 +51,7 @@ WHERE (k.scope, k.key) IN (
       AND (e.status = 'completed' OR e.leased_until <= now())
     FOR UPDATE SKIP LOCKED
 )
-RETURNING k.lease_token;
+RETURNING k.lease_token, k.ctid::text AS row_id;
 
 -- Step 4, processing row past its lease: a new fencing token. The row lock held by a
 -- live owner's business transaction makes SKIP LOCKED pass it over; zero rows = we lost.
@@ -66,17 +66,23 @@ WHERE (k.scope, k.key) IN (
       AND r.status = 'processing' AND r.leased_until <= now()
     FOR UPDATE SKIP LOCKED
 )
-RETURNING k.lease_token;
+RETURNING k.lease_token, k.ctid::text AS row_id;
 
 -- Step 5, first statement of the business transaction: lock our own claim.
 -- No row: the claim was reclaimed by another request (lease lost).
+-- The row is addressed by the ctid the claim returned (a reclaim or takeover writes a
+-- new row version, so a changed ctid is a lost claim too): a TID scan takes no
+-- predicate lock on index pages, so under SERIALIZABLE the key rows of concurrent
+-- requests do not conflict with each other. The token remains the fence.
 -- name: LockOwnKey :one
 SELECT lease_token
 FROM idempotency_keys
-WHERE scope = sqlc.arg(scope) AND key = sqlc.arg(key) AND lease_token = sqlc.arg(lease_token) AND status = 'processing'
+WHERE ctid = sqlc.arg(row_id)::text::tid
+  AND scope = sqlc.arg(scope) AND key = sqlc.arg(key) AND lease_token = sqlc.arg(lease_token) AND status = 'processing'
 FOR UPDATE;
 
--- Step 5, fenced by the lease token: must touch exactly one row.
+-- Step 5, fenced by the lease token: must touch exactly one row. By ctid, as LockOwnKey
+-- (the row lock does not change it).
 -- name: CompleteKey :execrows
 UPDATE idempotency_keys
 SET status           = 'completed',
@@ -85,7 +91,8 @@ SET status           = 'completed',
     response_body    = sqlc.arg(response_body),
     completed_at     = clock_timestamp(),
     expires_at       = clock_timestamp() + sqlc.arg(retention_us)::bigint * interval '1 microsecond'
-WHERE scope = sqlc.arg(scope) AND key = sqlc.arg(key) AND lease_token = sqlc.arg(lease_token) AND status = 'processing';
+WHERE ctid = sqlc.arg(row_id)::text::tid
+  AND scope = sqlc.arg(scope) AND key = sqlc.arg(key) AND lease_token = sqlc.arg(lease_token) AND status = 'processing';
 
 -- Step 6: give the key back after a rollback so a retry runs at once.
 -- name: ReleaseKey :execrows

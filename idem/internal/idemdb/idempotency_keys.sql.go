@@ -20,7 +20,7 @@ VALUES (
     now() + $6::bigint * interval '1 microsecond'
 )
 ON CONFLICT (scope, key) DO NOTHING
-RETURNING lease_token
+RETURNING lease_token, ctid::text AS row_id
 `
 
 type ClaimKeyParams struct {
@@ -32,11 +32,16 @@ type ClaimKeyParams struct {
 	RetentionUs int64
 }
 
+type ClaimKeyRow struct {
+	LeaseToken int64
+	RowID      string
+}
+
 // Queries of the idem protocol (see ../shared DESIGN "The protocol" and idem/doc.go).
 // Durations are passed as bigint microseconds; every time comes from the database clock.
 // Step 3: autocommitted insert of a processing row. No row returned: the key exists.
 // DO NOTHING (not DO UPDATE ... WHERE) so a duplicate never waits on the owner's row lock.
-func (q *Queries) ClaimKey(ctx context.Context, arg ClaimKeyParams) (int64, error) {
+func (q *Queries) ClaimKey(ctx context.Context, arg ClaimKeyParams) (ClaimKeyRow, error) {
 	row := q.db.QueryRow(ctx, claimKey,
 		arg.Scope,
 		arg.Key,
@@ -45,9 +50,9 @@ func (q *Queries) ClaimKey(ctx context.Context, arg ClaimKeyParams) (int64, erro
 		arg.LeaseUs,
 		arg.RetentionUs,
 	)
-	var lease_token int64
-	err := row.Scan(&lease_token)
-	return lease_token, err
+	var i ClaimKeyRow
+	err := row.Scan(&i.LeaseToken, &i.RowID)
+	return i, err
 }
 
 const completeKey = `-- name: CompleteKey :execrows
@@ -58,7 +63,8 @@ SET status           = 'completed',
     response_body    = $3,
     completed_at     = clock_timestamp(),
     expires_at       = clock_timestamp() + $4::bigint * interval '1 microsecond'
-WHERE scope = $5 AND key = $6 AND lease_token = $7 AND status = 'processing'
+WHERE ctid = $5::text::tid
+  AND scope = $6 AND key = $7 AND lease_token = $8 AND status = 'processing'
 `
 
 type CompleteKeyParams struct {
@@ -66,18 +72,21 @@ type CompleteKeyParams struct {
 	ResponseHeaders []byte
 	ResponseBody    []byte
 	RetentionUs     int64
+	RowID           string
 	Scope           string
 	Key             string
 	LeaseToken      int64
 }
 
-// Step 5, fenced by the lease token: must touch exactly one row.
+// Step 5, fenced by the lease token: must touch exactly one row. By ctid, as LockOwnKey
+// (the row lock does not change it).
 func (q *Queries) CompleteKey(ctx context.Context, arg CompleteKeyParams) (int64, error) {
 	result, err := q.db.Exec(ctx, completeKey,
 		arg.ResponseStatus,
 		arg.ResponseHeaders,
 		arg.ResponseBody,
 		arg.RetentionUs,
+		arg.RowID,
 		arg.Scope,
 		arg.Key,
 		arg.LeaseToken,
@@ -208,11 +217,13 @@ func (q *Queries) GetKey(ctx context.Context, arg GetKeyParams) (GetKeyRow, erro
 const lockOwnKey = `-- name: LockOwnKey :one
 SELECT lease_token
 FROM idempotency_keys
-WHERE scope = $1 AND key = $2 AND lease_token = $3 AND status = 'processing'
+WHERE ctid = $1::text::tid
+  AND scope = $2 AND key = $3 AND lease_token = $4 AND status = 'processing'
 FOR UPDATE
 `
 
 type LockOwnKeyParams struct {
+	RowID      string
 	Scope      string
 	Key        string
 	LeaseToken int64
@@ -220,8 +231,17 @@ type LockOwnKeyParams struct {
 
 // Step 5, first statement of the business transaction: lock our own claim.
 // No row: the claim was reclaimed by another request (lease lost).
+// The row is addressed by the ctid the claim returned (a reclaim or takeover writes a
+// new row version, so a changed ctid is a lost claim too): a TID scan takes no
+// predicate lock on index pages, so under SERIALIZABLE the key rows of concurrent
+// requests do not conflict with each other. The token remains the fence.
 func (q *Queries) LockOwnKey(ctx context.Context, arg LockOwnKeyParams) (int64, error) {
-	row := q.db.QueryRow(ctx, lockOwnKey, arg.Scope, arg.Key, arg.LeaseToken)
+	row := q.db.QueryRow(ctx, lockOwnKey,
+		arg.RowID,
+		arg.Scope,
+		arg.Key,
+		arg.LeaseToken,
+	)
 	var lease_token int64
 	err := row.Scan(&lease_token)
 	return lease_token, err
@@ -259,7 +279,7 @@ WHERE (k.scope, k.key) IN (
       AND r.status = 'processing' AND r.leased_until <= now()
     FOR UPDATE SKIP LOCKED
 )
-RETURNING k.lease_token
+RETURNING k.lease_token, k.ctid::text AS row_id
 `
 
 type ReclaimKeyParams struct {
@@ -270,9 +290,14 @@ type ReclaimKeyParams struct {
 	Fingerprint []byte
 }
 
+type ReclaimKeyRow struct {
+	LeaseToken int64
+	RowID      string
+}
+
 // Step 4, processing row past its lease: a new fencing token. The row lock held by a
 // live owner's business transaction makes SKIP LOCKED pass it over; zero rows = we lost.
-func (q *Queries) ReclaimKey(ctx context.Context, arg ReclaimKeyParams) (int64, error) {
+func (q *Queries) ReclaimKey(ctx context.Context, arg ReclaimKeyParams) (ReclaimKeyRow, error) {
 	row := q.db.QueryRow(ctx, reclaimKey,
 		arg.LeaseUs,
 		arg.Scope,
@@ -280,9 +305,9 @@ func (q *Queries) ReclaimKey(ctx context.Context, arg ReclaimKeyParams) (int64, 
 		arg.Operation,
 		arg.Fingerprint,
 	)
-	var lease_token int64
-	err := row.Scan(&lease_token)
-	return lease_token, err
+	var i ReclaimKeyRow
+	err := row.Scan(&i.LeaseToken, &i.RowID)
+	return i, err
 }
 
 const releaseKey = `-- name: ReleaseKey :execrows
@@ -324,7 +349,7 @@ WHERE (k.scope, k.key) IN (
       AND (e.status = 'completed' OR e.leased_until <= now())
     FOR UPDATE SKIP LOCKED
 )
-RETURNING k.lease_token
+RETURNING k.lease_token, k.ctid::text AS row_id
 `
 
 type TakeOverExpiredParams struct {
@@ -336,9 +361,14 @@ type TakeOverExpiredParams struct {
 	Key         string
 }
 
+type TakeOverExpiredRow struct {
+	LeaseToken int64
+	RowID      string
+}
+
 // Step 4, expired row (past retention): becomes a fresh claim for this request.
 // SKIP LOCKED: a row some transaction holds is not ours to take.
-func (q *Queries) TakeOverExpired(ctx context.Context, arg TakeOverExpiredParams) (int64, error) {
+func (q *Queries) TakeOverExpired(ctx context.Context, arg TakeOverExpiredParams) (TakeOverExpiredRow, error) {
 	row := q.db.QueryRow(ctx, takeOverExpired,
 		arg.Operation,
 		arg.Fingerprint,
@@ -347,7 +377,7 @@ func (q *Queries) TakeOverExpired(ctx context.Context, arg TakeOverExpiredParams
 		arg.Scope,
 		arg.Key,
 	)
-	var lease_token int64
-	err := row.Scan(&lease_token)
-	return lease_token, err
+	var i TakeOverExpiredRow
+	err := row.Scan(&i.LeaseToken, &i.RowID)
+	return i, err
 }
