@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -36,5 +37,25 @@ func TestSerializableDifferentKeysDoNotConflict(t *testing.T) {
 	}
 	if got := e.rows(""); got != n*rounds {
 		t.Fatalf("%d business rows, want %d", got, n*rounds)
+	}
+}
+
+// A request whose client is already gone leaves no claim behind: the claim phase does not
+// follow the cancellation (so an INSERT that committed is known), and the business
+// transaction's begin does, releasing the claim.
+func TestCancelledRequestLeavesNoClaim(t *testing.T) {
+	e := newEnv(t)
+	p := policy("createThing")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := e.store.Do(ctx, p, ptr("k"), parts("x"), insertOne("x"))
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if e.keyRows() != 0 || e.rows("") != 0 || e.count(OutcomeReleased) != 1 {
+		t.Fatalf("%d keys, %d rows, released %d; want 0, 0, 1", e.keyRows(), e.rows(""), e.count(OutcomeReleased))
+	}
+	if r := e.do(p, "k", "x", insertOne("x")); r.Outcome != OutcomeCompleted {
+		t.Fatalf("retry: %s", r.Outcome)
 	}
 }

@@ -219,6 +219,10 @@ func KeyFromContext(ctx context.Context) (k KeyInfo, ok bool) {
 	return k, ok
 }
 
+// claimPhaseTimeout bounds the claim phase's statements (claim, read, takeover,
+// reclaim), which do not follow the request's cancellation.
+const claimPhaseTimeout = 10 * time.Second
+
 // call is one request's run through the protocol.
 type call struct {
 	s     *Store
@@ -270,8 +274,13 @@ func (s *Store) reject(p *Policy, o Outcome, status int, detail string, retryAft
 func (c *call) run(ctx context.Context, fn Func) (*Response, error) {
 	q, p := c.s.q, c.p
 	lease, retention := p.lease(), p.retention()
+	// The claim phase runs under a context the client's going away cannot cancel: a claim
+	// whose INSERT committed while its caller gave up would otherwise block retries for
+	// the whole lease. execute then notices the cancelled ctx and releases the claim.
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimPhaseTimeout)
+	defer cancel()
 	for attempt := 0; attempt < 3; attempt++ {
-		claim, err := q.ClaimKey(ctx, idemdb.ClaimKeyParams{
+		claim, err := q.ClaimKey(qctx, idemdb.ClaimKeyParams{
 			Scope: c.scope, Key: c.key, Operation: p.Operation, Fingerprint: c.fp,
 			LeaseUs: lease.Microseconds(), RetentionUs: retention.Microseconds(),
 		})
@@ -282,7 +291,7 @@ func (c *call) run(ctx context.Context, fn Func) (*Response, error) {
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("idem: claim: %w", err)
 		}
-		row, err := c.get(ctx)
+		row, err := c.get(qctx)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // released between our insert and read: claim again
 		}
@@ -290,7 +299,7 @@ func (c *call) run(ctx context.Context, fn Func) (*Response, error) {
 			return nil, err
 		}
 		if row.Expired {
-			took, err := q.TakeOverExpired(ctx, idemdb.TakeOverExpiredParams{
+			took, err := q.TakeOverExpired(qctx, idemdb.TakeOverExpiredParams{
 				Scope: c.scope, Key: c.key, Operation: p.Operation, Fingerprint: c.fp,
 				LeaseUs: lease.Microseconds(), RetentionUs: retention.Microseconds(),
 			})
@@ -307,7 +316,7 @@ func (c *call) run(ctx context.Context, fn Func) (*Response, error) {
 			return resp, nil
 		}
 		// processing, lease expired: the owner is gone, or alive and holding its row lock.
-		reclaimed, err := q.ReclaimKey(ctx, idemdb.ReclaimKeyParams{
+		reclaimed, err := q.ReclaimKey(qctx, idemdb.ReclaimKeyParams{
 			Scope: c.scope, Key: c.key, Operation: p.Operation, Fingerprint: c.fp,
 			LeaseUs: lease.Microseconds(),
 		})
@@ -319,7 +328,7 @@ func (c *call) run(ctx context.Context, fn Func) (*Response, error) {
 			return nil, fmt.Errorf("idem: reclaim: %w", err)
 		}
 		// Lost the reclaim: read once more and answer 409 or replay.
-		row, err = c.get(ctx)
+		row, err = c.get(qctx)
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue
 		}
