@@ -83,7 +83,7 @@
 //
 //   - unknown field, a field of the wrong type, a bad or non-positive duration, an unknown
 //     isolation level, an invalid header name (not an RFC 9110 token), header and body
-//     both given;
+//     both given, a retention shorter than the lease;
 //   - a marker on a path item, or on GET/HEAD/OPTIONS/TRACE (idempotent by definition);
 //   - an operation with nothing to fingerprint (no path or query parameter, no body);
 //   - a body pointer on an operation without a JSON body, or naming no property, or a

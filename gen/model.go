@@ -69,6 +69,14 @@ func (s *source) buildOps(doc *openapi3.T, markers []opMarker, errs *ErrorList) 
 		if m.retention.set {
 			o.Retention = m.retention.v
 		}
+		if o.Retention < o.Lease {
+			at := m.retention.pos
+			if !m.retention.set {
+				at = m.lease.pos
+			}
+			errs.add(at, "%s.retention: %s is shorter than the lease (%s): a completed answer must be replayable for at least as long as a claim can block retries", MarkerExt, o.Retention, o.Lease)
+			continue
+		}
 		if o.Method == "GET" || o.Method == "HEAD" || o.Method == "OPTIONS" || o.Method == "TRACE" {
 			errs.add(m.pos, "%s: %s %s is a safe method, idempotent by definition; mark operations that change state (POST, PUT, PATCH, DELETE)", MarkerExt, o.Method, o.Path)
 			continue
@@ -145,8 +153,8 @@ func jsonBodySchema(op *openapi3.Operation) *openapi3.Schema {
 		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
 			continue
 		}
-		if s := op.RequestBody.Value.Content[ct].Schema; s != nil && s.Value != nil {
-			return s.Value
+		if m := op.RequestBody.Value.Content[ct]; m != nil && m.Schema != nil && m.Schema.Value != nil {
+			return m.Schema.Value
 		}
 	}
 	return nil
