@@ -12,9 +12,8 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 
-	"github.com/cubicdaiya/gonp"
+	"github.com/pmezard/go-difflib/difflib"
 
 	"github.com/idemgen/idemgen"
 	"github.com/idemgen/idemgen/gen"
@@ -172,18 +171,19 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	return ExitOK
 }
 
-// unifiedDiff writes the unified diff from old (on disk) to new (generated) of file p.
+// unifiedDiff writes the unified diff (3 lines of context, as diff -u and git) from old
+// (on disk) to new (generated) of file p; `patch -p1` and `git apply` accept it.
 func unifiedDiff(w io.Writer, p string, old, new []byte) {
-	d := gonp.New(lines(old), lines(new))
-	d.Compose()
-	p = filepath.ToSlash(p)
-	fmt.Fprintf(w, "--- a/%s\n+++ b/%s\n", p, p)
-	d.FprintUniHunks(w, d.UnifiedHunks())
-}
-
-func lines(b []byte) []string {
-	if len(b) == 0 {
-		return nil
+	p = filepath.ToSlash(filepath.Clean(p))
+	from, to := "a/"+p, "b/"+p
+	if filepath.IsAbs(p) {
+		from, to = p, p
 	}
-	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if old == nil {
+		from = "/dev/null"
+	}
+	_ = difflib.WriteUnifiedDiff(w, difflib.UnifiedDiff{
+		A: difflib.SplitLines(string(old)), B: difflib.SplitLines(string(new)),
+		FromFile: from, ToFile: to, Context: 3,
+	})
 }

@@ -57,7 +57,7 @@ func TestGenerateThenCheck(t *testing.T) {
 	if code != ExitFail {
 		t.Fatalf("check of an edited file: exit %d, want %d", code, ExitFail)
 	}
-	for _, want := range []string{"--- a/", "+++ b/", "@@ -", "-\tLease:       time.Minute,", "+\tLease:       30 * time.Second,"} {
+	for _, want := range []string{"--- " + filepath.ToSlash(p) + "\n", "+++ " + filepath.ToSlash(p) + "\n", "@@ -", "-\tLease:       time.Minute,", "+\tLease:       30 * time.Second,"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("diff lacks %q:\n%s", want, stdout)
 		}
