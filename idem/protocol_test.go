@@ -461,7 +461,9 @@ func TestReplayHeaders(t *testing.T) {
 			return err
 		})
 	}
-	e.do(p, "k", "x", fn)
+	if first := e.do(p, "k", "x", fn); header(first, "Set-Cookie") != "session=secret" {
+		t.Fatalf("the executed answer lost its Set-Cookie: %+v", first.Header)
+	}
 	r := e.do(p, "k", "x", fn)
 	if r.Outcome != OutcomeReplayed || header(r, "Set-Cookie") != "" ||
 		header(r, "Link") != `</a>; rel="next", </b>; rel="last"` {

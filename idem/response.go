@@ -44,11 +44,9 @@ func (l *HeaderLine) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// unstoredHeaders are never recorded, so never replayed: a replay must not hand one
-// client's session to whoever retries with the key, and hop-by-hop or computed fields are
-// the server's to set again.
-var unstoredHeaders = map[string]bool{
-	"Set-Cookie":        true,
+// unrecordedHeaders are dropped when a response is recorded: hop-by-hop or computed
+// fields are the server's to set again.
+var unrecordedHeaders = map[string]bool{
 	"Date":              true,
 	"Content-Length":    true,
 	"Connection":        true,
@@ -72,8 +70,10 @@ func (r *Response) WriteTo(w http.ResponseWriter) error {
 
 // Record runs visit (a generated response object's Visit method) against an in-memory
 // writer and returns what it wrote. Header lines are sorted by name ([Response.Header]);
-// Set-Cookie and the other unstored fields are dropped. A visit that writes no status
-// records 200, as net/http would.
+// Date, Content-Length, Connection, Transfer-Encoding and Idempotent-Replayed are dropped
+// (the server sets them again). Set-Cookie is kept for the client whose request ran, but
+// never stored, so never replayed ([StoredHeader]). A visit that writes no status records
+// 200, as net/http would.
 func Record(visit func(w http.ResponseWriter) error) (*Response, error) {
 	rec := &recorder{header: http.Header{}}
 	if err := visit(rec); err != nil {
@@ -89,7 +89,7 @@ func Record(visit func(w http.ResponseWriter) error) (*Response, error) {
 	sort.Strings(names)
 	var lines []HeaderLine
 	for _, n := range names {
-		if unstoredHeaders[http.CanonicalHeaderKey(n)] { // net/http sends a key as written
+		if unrecordedHeaders[http.CanonicalHeaderKey(n)] { // net/http sends a key as written
 			continue
 		}
 		for _, v := range rec.snapshot[n] {
@@ -97,6 +97,19 @@ func Record(visit func(w http.ResponseWriter) error) (*Response, error) {
 		}
 	}
 	return &Response{Status: rec.status, Header: lines, Body: rec.body.Bytes()}, nil
+}
+
+// StoredHeader returns the header lines of r that are stored with a completed key and
+// replayed: all but Set-Cookie, since a replay must not hand one client's session to
+// whoever retries with the key.
+func (r *Response) StoredHeader() []HeaderLine {
+	var out []HeaderLine
+	for _, l := range r.Header {
+		if http.CanonicalHeaderKey(l.Name) != "Set-Cookie" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // recorder is an http.ResponseWriter that keeps what is written, like net/http's server:

@@ -471,7 +471,7 @@ func (c *call) attempt(ctx context.Context, token int64, fn Func) (resp *Respons
 		s.observe(p.Operation, OutcomeNotStored)
 		return resp, false, nil
 	}
-	headers, err := json.Marshal(resp.Header)
+	headers, err := json.Marshal(resp.StoredHeader())
 	if err != nil {
 		return c.fail(bg, tx, token, fmt.Errorf("idem: encode headers: %w", err))
 	}

@@ -7,6 +7,7 @@ package idemdb
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -69,7 +70,7 @@ WHERE ctid = $5::text::tid
 
 type CompleteKeyParams struct {
 	ResponseStatus  pgtype.Int4
-	ResponseHeaders []byte
+	ResponseHeaders json.RawMessage
 	ResponseBody    []byte
 	RetentionUs     int64
 	RowID           string
@@ -186,7 +187,7 @@ type GetKeyRow struct {
 	Status                string
 	LeaseToken            int64
 	ResponseStatus        pgtype.Int4
-	ResponseHeaders       []byte
+	ResponseHeaders       json.RawMessage
 	ResponseBody          []byte
 	Expired               bool
 	LeaseExpired          bool

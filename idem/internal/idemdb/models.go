@@ -5,6 +5,8 @@
 package idemdb
 
 import (
+	"encoding/json"
+
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
@@ -17,7 +19,7 @@ type IdempotencyKey struct {
 	LeaseToken      int64
 	LeasedUntil     pgtype.Timestamptz
 	ResponseStatus  pgtype.Int4
-	ResponseHeaders []byte
+	ResponseHeaders json.RawMessage
 	ResponseBody    []byte
 	CreatedAt       pgtype.Timestamptz
 	CompletedAt     pgtype.Timestamptz
