@@ -11,7 +11,8 @@
 //  3. when the key exists: past retention → takes it over as a fresh claim; another operation
 //     or another request fingerprint → 422; completed → replays the stored status, headers
 //     and byte-identical body with "Idempotent-Replayed: true"; processing with a live lease →
-//     409 with Retry-After; processing past its lease → reclaims it with a new fencing token
+//     409 with Retry-After (the lease's seconds left, 1 at least, at most the lease and the
+//     operation's timeout); processing past its lease → reclaims it with a new fencing token
 //     (exactly one contender wins: FOR UPDATE SKIP LOCKED, rows affected);
 //  4. runs the business function in one transaction that first locks its own claim row
 //     (fenced by the lease token), then records the response and marks the key completed

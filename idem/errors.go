@@ -2,6 +2,7 @@ package idem
 
 import (
 	"errors"
+	"log/slog"
 	"net/http"
 )
 
@@ -21,9 +22,25 @@ func RequestErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	WriteProblem(w, http.StatusBadRequest, err.Error())
 }
 
-// ResponseErrorHandler answers a business or database error with a 500 problem whose detail
-// does not leak the error text (log it in a middleware or your observer). Its signature fits
-// StrictHTTPServerOptions.ResponseErrorHandlerFunc.
+// ResponseErrorHandler answers a business or database error with a 500 problem whose
+// detail does not leak the error text, and logs the error with log/slog's default logger
+// (level Error; method, path and error as attributes). Its signature fits
+// StrictHTTPServerOptions.ResponseErrorHandlerFunc. For another logger, use
+// [NewResponseErrorHandler].
 func ResponseErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	slog.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	writeServerError(w)
+}
+
+// NewResponseErrorHandler returns a handler like [ResponseErrorHandler] that reports each
+// error to log instead of slog.
+func NewResponseErrorHandler(log func(r *http.Request, err error)) func(w http.ResponseWriter, r *http.Request, err error) {
+	return func(w http.ResponseWriter, r *http.Request, err error) {
+		log(r, err)
+		writeServerError(w)
+	}
+}
+
+func writeServerError(w http.ResponseWriter) {
 	WriteProblem(w, http.StatusInternalServerError, "the request failed; it was rolled back and may be retried with the same idempotency key")
 }

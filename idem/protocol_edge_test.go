@@ -322,6 +322,9 @@ func TestRetryAfterClampedToLease(t *testing.T) {
 	short.Lease = 2 * time.Second
 	rs := e.do(short, "k", "x", insertOne("x"))
 	rl := e.do(long, "k", "x", insertOne("x"))
+	bounded := policy("createThing")
+	bounded.Lease, bounded.Timeout = time.Minute, 5*time.Second
+	rb := e.do(bounded, "k", "x", insertOne("x"))
 	resumeOnce()
 	<-done
 	if rs.Status != http.StatusConflict || header(rs, "Retry-After") != "2" {
@@ -329,6 +332,9 @@ func TestRetryAfterClampedToLease(t *testing.T) {
 	}
 	if ra, _ := strconv.Atoi(header(rl, "Retry-After")); rl.Status != http.StatusConflict || ra < 50 || ra > 60 {
 		t.Fatalf("long lease: %d Retry-After %q, want 409 and the seconds left (about 60)", rl.Status, header(rl, "Retry-After"))
+	}
+	if rb.Status != http.StatusConflict || header(rb, "Retry-After") != "5" {
+		t.Fatalf("lease with a 5s timeout: %d Retry-After %q, want 409 and 5", rb.Status, header(rb, "Retry-After"))
 	}
 }
 

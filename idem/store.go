@@ -378,9 +378,14 @@ func (c *call) answer(row idemdb.GetKeyRow) *Response {
 	return nil
 }
 
-// inProgress answers 409 with Retry-After clamped to 1..lease seconds.
+// inProgress answers 409 with Retry-After: the lease's seconds left, clamped to 1..lease
+// and, when the policy has a timeout, to at most the timeout.
 func (c *call) inProgress(seconds int) *Response {
 	maxS := int(math.Ceil(c.p.lease().Seconds()))
+	if c.p.Timeout > 0 {
+		// A live owner finishes (or is cancelled and released) within its timeout.
+		maxS = min(maxS, int(math.Ceil(c.p.Timeout.Seconds())))
+	}
 	seconds = max(1, min(seconds, maxS))
 	return c.s.reject(c.p, OutcomeInProgress, http.StatusConflict,
 		"a request with this idempotency key is being processed; retry later", seconds)

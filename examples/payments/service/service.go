@@ -87,12 +87,11 @@ func New(pool *pgxpool.Pool, opts Options) http.Handler {
 	store := idem.NewStore(pool, storeOpts...)
 	impl := &server{pool: pool, delay: opts.Delay, downstreamFunc: opts.Downstream}
 
-	responseError := idem.ResponseErrorHandler
+	responseError := idem.ResponseErrorHandler // logs with slog
 	if opts.Logf != nil {
-		responseError = func(w http.ResponseWriter, r *http.Request, err error) {
+		responseError = idem.NewResponseErrorHandler(func(r *http.Request, err error) {
 			opts.Logf("%s %s: %v", r.Method, r.URL.Path, err)
-			idem.ResponseErrorHandler(w, r, err)
-		}
+		})
 	}
 	strict := api.NewStrictHandlerWithOptions(
 		api.NewIdempotentStrictServer(impl, store),

@@ -1,0 +1,51 @@
+package idem
+
+import (
+	"bytes"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestResponseErrorHandlerLogsAndHidesTheError(t *testing.T) {
+	var buf bytes.Buffer
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&buf, nil)))
+	defer slog.SetDefault(old)
+
+	w := httptest.NewRecorder()
+	ResponseErrorHandler(w, httptest.NewRequest("POST", "/payments", nil), errors.New("pq: secret detail"))
+	if w.Code != http.StatusInternalServerError || w.Header().Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("answer %d %s", w.Code, w.Header().Get("Content-Type"))
+	}
+	if strings.Contains(w.Body.String(), "secret") {
+		t.Fatalf("the body leaks the error: %s", w.Body)
+	}
+	if !strings.Contains(buf.String(), "secret detail") || !strings.Contains(buf.String(), "path=/payments") {
+		t.Fatalf("log: %q", buf.String())
+	}
+
+	var logged error
+	h := NewResponseErrorHandler(func(r *http.Request, err error) { logged = err })
+	w = httptest.NewRecorder()
+	h(w, httptest.NewRequest("POST", "/x", nil), errBusiness)
+	if logged != errBusiness || w.Code != http.StatusInternalServerError {
+		t.Fatalf("logged %v, answered %d", logged, w.Code)
+	}
+}
+
+func TestRequestErrorHandler(t *testing.T) {
+	w := httptest.NewRecorder()
+	RequestErrorHandler(w, httptest.NewRequest("POST", "/x", nil), &http.MaxBytesError{Limit: 10})
+	if w.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a body over the limit: %d, want 413", w.Code)
+	}
+	w = httptest.NewRecorder()
+	RequestErrorHandler(w, httptest.NewRequest("POST", "/x", nil), errors.New("can't decode JSON body"))
+	if w.Code != http.StatusBadRequest || w.Header().Get("Content-Type") != "application/problem+json" {
+		t.Fatalf("a bad request: %d %s", w.Code, w.Header().Get("Content-Type"))
+	}
+}
