@@ -90,7 +90,11 @@
 //     non-string one; a declared key header whose schema is not a plain string;
 //   - a request body read as a stream (multipart, octet-stream): it cannot be
 //     fingerprinted;
-//   - a local $ref that does not resolve, and YAML syntax errors.
+//   - a local $ref that does not resolve, YAML syntax errors, and a document that is not
+//     OpenAPI 3.0 or 3.1 (Swagger 2.0 included).
+//
+// A spec with no marked operation generates (every operation passes through) with a
+// warning on stderr.
 //
 // Errors from kin-openapi or oapi-codegen that carry no position are reported as
 // FILE: message.

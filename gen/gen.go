@@ -35,6 +35,9 @@ type Options struct {
 	Dir     string // output directory; read only with Base external, to check the base is there
 	Base    string // BaseOapiCodegen (default) or BaseExternal
 	Version string // idemgen version in the header; "" means Version()
+	// Warnf, when set, receives warnings: things that generate but are likely mistakes
+	// (no operation marked x-idempotent).
+	Warnf func(format string, args ...any)
 }
 
 // File is one generated file.
@@ -94,6 +97,9 @@ func Generate(opts Options) ([]File, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := src.checkVersion(); err != nil {
+		return nil, err
+	}
 	var errs ErrorList
 	src.checkRefs(&errs)
 	_, markers := src.readMarkers(&errs)
@@ -105,6 +111,9 @@ func Generate(opts Options) ([]File, error) {
 		return nil, src.locateLoadError(err)
 	}
 	ops := src.buildOps(doc, markers, &errs)
+	if len(markers) == 0 && opts.Warnf != nil {
+		opts.Warnf("%s: no operation is marked %s: the idempotent layer passes every operation through", opts.Spec, MarkerExt)
+	}
 	if opts.Base == BaseExternal {
 		for _, o := range ops {
 			if o.InjectHeader {

@@ -144,6 +144,7 @@ func TestErrors(t *testing.T) {
 		{"unknown-field.yaml", `testdata/errors/unknown-field.yaml:8:9: x-idempotent.leese: unknown field (want one of header, body, required, lease, retention, timeout, isolation)`},
 		{"bad-duration.yaml", `testdata/errors/bad-duration.yaml:8:16: x-idempotent.lease: "5 minutes" is not a duration (want e.g. "30s", "5m", "24h")`},
 		{"lease-zero.yaml", `testdata/errors/lease-zero.yaml:8:16: x-idempotent.lease: "0s" must be positive`},
+		{"swagger2.yaml", `testdata/errors/swagger2.yaml:1:1: swagger "2.0": a Swagger 2.0 document; idemgen reads OpenAPI 3.0 and 3.1 (convert it first)`},
 		{"retention-short.yaml", `testdata/errors/retention-short.yaml:9:20: x-idempotent.retention: 1m0s is shorter than the lease (2m0s): a completed answer must be replayable for at least as long as a claim can block retries`},
 		{"bad-header.yaml", `testdata/errors/bad-header.yaml:8:17: x-idempotent.header: "Idempotency Key" is not a valid HTTP header name (RFC 9110 token)`},
 		{"body-missing-field.yaml", `testdata/errors/body-missing-field.yaml:8:15: x-idempotent.body: "/idem_key": the request body schema has no property "idem_key" there`},

@@ -46,6 +46,21 @@ func yamlError(file string, err error) error {
 	return &Error{Pos: Pos{File: file}, Msg: strings.TrimPrefix(msg, "yaml: ")}
 }
 
+// checkVersion rejects documents that are not OpenAPI 3.0 or 3.1 (Swagger 2.0, other YAML).
+func (s *source) checkVersion() error {
+	_, v := s.lookup("openapi")
+	if v == nil {
+		if k, sv := s.lookup("swagger"); sv != nil {
+			return &Error{Pos: s.pos(k), Msg: fmt.Sprintf("swagger %q: a Swagger 2.0 document; idemgen reads OpenAPI 3.0 and 3.1 (convert it first)", sv.Value)}
+		}
+		return &Error{Pos: s.pos(s.root), Msg: `not an OpenAPI document: no "openapi" field at the root`}
+	}
+	if !strings.HasPrefix(v.Value, "3.") {
+		return &Error{Pos: s.pos(v), Msg: fmt.Sprintf("openapi %q: idemgen reads OpenAPI 3.0 and 3.1", v.Value)}
+	}
+	return nil
+}
+
 // pos is the position of n.
 func (s *source) pos(n *yaml.Node) Pos {
 	if n == nil {

@@ -127,7 +127,10 @@ func generate(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return ExitUsage
 	}
-	files, err := gen.Generate(gen.Options{Spec: fs.Arg(0), Package: *pkg, Dir: *dir, Base: *base})
+	files, err := gen.Generate(gen.Options{
+		Spec: fs.Arg(0), Package: *pkg, Dir: *dir, Base: *base,
+		Warnf: func(format string, args ...any) { fmt.Fprintf(stderr, "idemgen: warning: "+format+"\n", args...) },
+	})
 	if err != nil {
 		if located := gen.Errors(err); located != nil {
 			for _, e := range located {
