@@ -176,8 +176,8 @@ func (s *server) CreateRefund(ctx context.Context, tx idem.Tx, req api.CreateRef
 	}
 	if remaining := p.Amount - p.AmountRefunded; req.Body.Amount > remaining {
 		typ := ProblemRefundExceedsRemaining
-		detail := fmt.Sprintf("a refund of %d exceeds the %d %s that remain of payment %s (amount %d, refunded %d)",
-			req.Body.Amount, remaining, p.Currency, p.ID, p.Amount, p.AmountRefunded)
+		detail := fmt.Sprintf("a refund of %d exceeds the %d that remain of payment %s (minor units of %s; amount %d, refunded %d)",
+			req.Body.Amount, remaining, p.ID, p.Currency, p.Amount, p.AmountRefunded)
 		return api.CreateRefund422ApplicationProblemPlusJSONResponse{
 			Type: &typ, Title: "Refund exceeds remaining amount", Status: http.StatusUnprocessableEntity, Detail: &detail,
 		}, nil
