@@ -421,10 +421,15 @@ func startProgress(w io.Writer, interval time.Duration, total int, done *atomic.
 		defer close(exited)
 		tick := time.NewTicker(interval)
 		defer tick.Stop()
-		last, lastAt := int64(0), time.Now()
+		start := time.Now()
+		last, lastAt, printed := int64(0), start, false
 		for {
 			select {
 			case <-quit:
+				if printed { // close the series, so the last line is not a partial count
+					d := done.Load()
+					fmt.Fprintf(w, "hammer: %d/%d requests done in %s\n", d, total, time.Since(start).Round(time.Millisecond))
+				}
 				return
 			case now := <-tick.C:
 				d := done.Load()
@@ -432,6 +437,7 @@ func startProgress(w io.Writer, interval time.Duration, total int, done *atomic.
 				last, lastAt = d, now
 				fmt.Fprintf(w, "hammer: %d/%d requests (%.0f%%), %.0f req/s\n",
 					d, total, 100*float64(d)/float64(total), rate)
+				printed = true
 			}
 		}
 	}()

@@ -53,10 +53,11 @@ var createRefundPolicy = &idem.Policy{
 // operations through store's idempotency protocol and passes the others through. Wire it
 // as usual, with idem's problem+json error handlers:
 //
-//	NewStrictHandlerWithOptions(NewIdempotentStrictServer(impl, store), nil, StrictHTTPServerOptions{
+//	strict := NewStrictHandlerWithOptions(NewIdempotentStrictServer(impl, store), nil, StrictHTTPServerOptions{
 //		RequestErrorHandlerFunc:  idem.RequestErrorHandler,
 //		ResponseErrorHandlerFunc: idem.ResponseErrorHandler,
 //	})
+//	h := HandlerWithOptions(strict, StdHTTPServerOptions{ErrorHandlerFunc: idem.RequestErrorHandler})
 func NewIdempotentStrictServer(impl IdempotentServerInterface, store *idem.Store) StrictServerInterface {
 	return &idempotentServer{impl: impl, store: store}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"go/token"
 	"io"
 	"os"
 	"os/signal"
@@ -110,6 +111,8 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	var problems []string
 	if *pkg == "" {
 		problems = append(problems, "-package is required")
+	} else if !token.IsIdentifier(*pkg) {
+		problems = append(problems, fmt.Sprintf("-package %q is not a Go identifier", *pkg))
 	}
 	if *dir == "" {
 		problems = append(problems, "-o is required")

@@ -120,7 +120,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"generate", "-base", "chi", "-package", "p", "-o", "x", "s.yaml"}, ExitUsage, "-base must be oapi-codegen or external"},
 		{[]string{"generate", "-bogus"}, ExitUsage, "flag provided but not defined"},
 		{[]string{"generate", "-package", "p", "-o", t.TempDir(), "does-not-exist.yaml"}, ExitFail, "no such file"},
-		{[]string{"generate", "-package", "not-an-ident", "-o", t.TempDir(), golden + "petstore/openapi.yaml"}, ExitFail, "not a Go identifier"},
+		{[]string{"generate", "-package", "not-an-ident", "-o", t.TempDir(), golden + "petstore/openapi.yaml"}, ExitUsage, "not a Go identifier"},
 		{[]string{"schema", "extra"}, ExitUsage, "takes no arguments"},
 		{[]string{"version"}, ExitOK, "idemgen "},
 		{[]string{"hammer"}, ExitUsage, "idemgen hammer"},
