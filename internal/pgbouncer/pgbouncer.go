@@ -35,7 +35,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"runtime"
 	"sort"
@@ -47,6 +46,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/internal/pgembed"
 )
 
 // InstallHelp explains how to get pgbouncer. It is part of the error Start returns when
@@ -100,15 +101,9 @@ func Start(ctx context.Context, opts Options) (*Bouncer, error) {
 	if opts.UpstreamPort == 0 {
 		return nil, errors.New("pgbouncer: Options.UpstreamPort is required")
 	}
-	var cred *syscall.Credential
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return nil, fmt.Errorf("pgbouncer: refuses to run as root and the \"postgres\" OS user is missing: %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	cred, err := pgembed.ServiceCredential() // pgbouncer refuses to run as root too
+	if err != nil {
+		return nil, err
 	}
 	dir, err := os.MkdirTemp("", "pgbouncer-")
 	if err != nil {
@@ -125,7 +120,7 @@ func Start(ctx context.Context, opts Options) (*Bouncer, error) {
 		}
 	}
 	for attempt := 1; ; attempt++ {
-		port, err := freePort()
+		port, err := pgembed.FreePort()
 		if err != nil {
 			return fail(err)
 		}
@@ -372,13 +367,4 @@ func ForTest(tb testing.TB, serverURL string, opts Options) *Bouncer {
 		}
 	})
 	return b
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pgbouncer: picking a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

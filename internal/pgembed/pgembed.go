@@ -119,16 +119,8 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{opts: opts, bin: bin}
-	if os.Geteuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return nil, fmt.Errorf("pgembed: PostgreSQL refuses to run as root and the %q OS user is missing (%w); "+
-				"create it (useradd --system postgres) or run as a non-root user", "postgres", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		// Groups nil: supplementary groups are cleared (none of root's).
-		c.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	if c.cred, err = ServiceCredential(); err != nil {
+		return nil, err
 	}
 	removeStale(c.logf)
 	if err := c.initdb(ctx); err != nil {
@@ -258,7 +250,7 @@ func (c *Cluster) StartAgain(ctx context.Context) error {
 		if c.port == 0 {
 			c.port = c.opts.Port
 			if c.port == 0 {
-				p, err := freePort()
+				p, err := FreePort()
 				if err != nil {
 					return err
 				}
@@ -515,8 +507,27 @@ func findBinDir() (string, error) {
 	return "", fmt.Errorf("pgembed: %w", ErrNotInstalled)
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
-func freePort() (int, error) {
+// ServiceCredential returns the credential to run PostgreSQL's programs (and PgBouncer)
+// with: the "postgres" OS user when this process is root (they refuse to run as root),
+// with no supplementary groups; nil otherwise (run as the current user). An error says
+// how to create the user.
+func ServiceCredential() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("pgembed: PostgreSQL refuses to run as root and the %q OS user is missing (%w); "+
+			"create it (useradd --system postgres) or run as a non-root user", "postgres", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	// Groups nil: supplementary groups are cleared (none of root's).
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("pgembed: picking a free port: %w", err)
