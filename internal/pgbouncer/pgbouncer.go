@@ -105,7 +105,7 @@ func Start(ctx context.Context, opts Options) (*Bouncer, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "pgbouncer-")
+	dir, err := os.MkdirTemp(pgembed.TempRoot(cred), "pgbouncer-")
 	if err != nil {
 		return nil, fmt.Errorf("pgbouncer: %w", err)
 	}

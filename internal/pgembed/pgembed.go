@@ -292,7 +292,7 @@ func (c *Cluster) logf(format string, args ...any) {
 
 // initdb creates the temporary directory layout and runs initdb.
 func (c *Cluster) initdb(ctx context.Context) error {
-	dir, err := os.MkdirTemp("", "pgembed-")
+	dir, err := os.MkdirTemp(TempRoot(c.cred), "pgembed-")
 	if err != nil {
 		return fmt.Errorf("pgembed: %w", err)
 	}
@@ -526,6 +526,25 @@ func ServiceCredential() (*syscall.Credential, error) {
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
 }
 
+// TempRoot is where temporary server directories go: os.TempDir(), unless the server runs
+// as another user (cred not nil) who could not reach it (a private TMPDIR of root's), then
+// /tmp.
+func TempRoot(cred *syscall.Credential) string {
+	dir := os.TempDir()
+	if cred == nil {
+		return dir
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil || fi.Mode().Perm()&0o001 == 0 {
+			return "/tmp"
+		}
+		if d == filepath.Dir(d) {
+			return dir
+		}
+	}
+}
+
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -541,6 +560,10 @@ func FreePort() (int, error) {
 // with their owners via the parent-death signal.
 func removeStale(logf func(string, ...any)) {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "pgembed-*"))
+	if os.TempDir() != "/tmp" { // where TempRoot puts them when TMPDIR is private
+		more, _ := filepath.Glob("/tmp/pgembed-*")
+		dirs = append(dirs, more...)
+	}
 	for _, d := range dirs {
 		b, err := os.ReadFile(filepath.Join(d, "owner.pid"))
 		if err != nil {
