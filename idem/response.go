@@ -173,3 +173,7 @@ func WriteProblem(w http.ResponseWriter, status int, detail string) {
 }
 
 func (p Problem) String() string { return fmt.Sprintf("%d %s: %s", p.Status, p.Title, p.Detail) }
+
+// Error makes a *Problem an error: a [ScopeFunc] returning one (e.g. 401 for a request
+// without credentials) has the request answered with it.
+func (p *Problem) Error() string { return p.String() }

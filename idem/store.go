@@ -128,7 +128,8 @@ const (
 type Observer func(operation string, o Outcome)
 
 // ScopeFunc returns the scope (tenant or principal namespace) of the request in ctx.
-// Keys are unique per scope. An error fails the request with that error.
+// Keys are unique per scope. An error wrapping a *[Problem] is answered with that problem
+// (e.g. 401, 403) before any SQL; any other error fails the request with that error.
 type ScopeFunc func(ctx context.Context) (string, error)
 
 // Func is the business function: it runs inside the protocol's transaction and returns the
@@ -256,6 +257,15 @@ func (s *Store) Do(ctx context.Context, p *Policy, rawKey *string, parts []Part,
 	}
 	scope, err := s.scope(ctx)
 	if err != nil {
+		var pr *Problem
+		if errors.As(err, &pr) {
+			prob := *pr
+			if prob.Title == "" {
+				prob.Title = http.StatusText(prob.Status)
+			}
+			s.observe(p.Operation, OutcomeRejected)
+			return problemResponse(OutcomeRejected, prob, 0), nil
+		}
 		return nil, err
 	}
 	fp, err := Fingerprint(p.Operation, parts...)

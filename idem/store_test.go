@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -57,5 +59,20 @@ func TestCancelledRequestLeavesNoClaim(t *testing.T) {
 	}
 	if r := e.do(p, "k", "x", insertOne("x")); r.Outcome != OutcomeCompleted {
 		t.Fatalf("retry: %s", r.Outcome)
+	}
+}
+
+// A scope function that cannot name the tenant answers with its problem, before any SQL.
+func TestScopeProblem(t *testing.T) {
+	e := newEnv(t, WithScope(func(ctx context.Context) (string, error) {
+		return "", fmt.Errorf("auth: %w", &Problem{Status: http.StatusUnauthorized, Detail: "no credentials"})
+	}))
+	r, err := e.store.Do(context.Background(), policy("createThing"), ptr("k"), parts("x"), insertOne("x"))
+	if err != nil || r.Status != http.StatusUnauthorized || header(r, "Content-Type") != "application/problem+json" ||
+		!strings.Contains(string(r.Body), `"title":"Unauthorized"`) {
+		t.Fatalf("got %+v, %v; want a 401 problem", r, err)
+	}
+	if e.keyRows() != 0 || e.rows("") != 0 {
+		t.Fatal("a rejected scope changed state")
 	}
 }
