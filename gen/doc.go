@@ -38,8 +38,9 @@
 //     stating key source, required, lease, retention, timeout and isolation.
 //   - NewIdempotentStrictServer(impl, store) StrictServerInterface: marked operations call
 //     store.Do with the policy, the key and the fingerprint parts, and inside it run impl
-//     and record its response (idem.Record); the others pass through. Wire it as usual:
-//     Handler(NewStrictHandler(NewIdempotentStrictServer(impl, store), nil)).
+//     and record its response (idem.Record); the others pass through. Wire it as usual,
+//     with idem.RequestErrorHandler and idem.ResponseErrorHandler as the strict and std-http
+//     error handlers (the generated doc comment shows the lines).
 //   - The fingerprint parts are, in spec order: path parameters ("path NAME"), query
 //     parameters ("query NAME") and the decoded body ("body"; with several content types
 //     "body CONTENT-TYPE"). Header and cookie parameters are not part of it.
@@ -56,9 +57,9 @@
 //	  header: Idempotency-Key   # key from this request header (default Idempotency-Key)
 //	  body: /idempotency_key    # or: key from this JSON pointer into the JSON body
 //	  required: true            # no key → 400 (default false: no key runs unprotected)
-//	  lease: 30s                # Go duration > 0 (default 30s)
-//	  retention: 24h            # Go duration > 0 (default 24h)
-//	  timeout: 5s               # Go duration > 0; bound on the business run (default none)
+//	  lease: 30s                # Go duration ≥ 1ms (default 30s)
+//	  retention: 24h            # Go duration ≥ 1ms (default 24h)
+//	  timeout: 5s               # Go duration ≥ 1ms; bound on the business run (default none)
 //	  isolation: serializable   # serializable | repeatable read | read committed |
 //	                            # read uncommitted (default: the database's)
 //
@@ -81,10 +82,11 @@
 //
 // Each is reported as FILE:LINE:COL: message, all of them at once, in file order:
 //
-//   - unknown field, a field of the wrong type, a bad or non-positive duration, an unknown
+//   - unknown field, a field of the wrong type, a bad duration or one under 1ms, an unknown
 //     isolation level, an invalid header name (not an RFC 9110 token), header and body
 //     both given, a retention shorter than the lease;
-//   - a marker on a path item, or on GET/HEAD/OPTIONS/TRACE (idempotent by definition);
+//   - a marker on a path item, on an operation of a path item that is a $ref (markers
+//     are read from the spec file itself), or on GET/HEAD/OPTIONS/TRACE (idempotent by definition);
 //   - an operation with nothing to fingerprint (no path or query parameter, no body);
 //   - a body pointer on an operation without a JSON body, or naming no property, or a
 //     non-string one; a declared key header whose schema is not a plain string;

@@ -3,6 +3,7 @@ package gen
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -56,22 +57,28 @@ func (l *ErrorList) add(p Pos, format string, args ...any) {
 	*l = append(*l, &Error{Pos: p, Msg: fmt.Sprintf(format, args...)})
 }
 
-// err returns the list sorted by position, or nil when it is empty.
-func (l ErrorList) err() error {
-	if len(l) == 0 {
+// err returns the list sorted by position (then message) without repeats, or nil when it
+// is empty. Repeats come from x-idempotent-defaults: each operation that inherits a bad
+// value reports it at the same place.
+func (l *ErrorList) err() error {
+	if len(*l) == 0 {
 		return nil
 	}
-	sort.SliceStable(l, func(i, j int) bool {
-		a, b := l[i].Pos, l[j].Pos
+	sort.SliceStable(*l, func(i, j int) bool {
+		a, b := (*l)[i].Pos, (*l)[j].Pos
 		if a.File != b.File {
 			return a.File < b.File
 		}
 		if a.Line != b.Line {
 			return a.Line < b.Line
 		}
-		return a.Col < b.Col
+		if a.Col != b.Col {
+			return a.Col < b.Col
+		}
+		return (*l)[i].Msg < (*l)[j].Msg
 	})
-	return l
+	*l = slices.CompactFunc(*l, func(a, b *Error) bool { return *a == *b })
+	return *l
 }
 
 // Errors returns the located errors in err (an ErrorList or *Error), or nil.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"go/format"
+	"go/token"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -74,7 +75,7 @@ func Generate(opts Options) ([]File, error) {
 	if opts.Package == "" {
 		return nil, errors.New("no package name")
 	}
-	if !isIdent(opts.Package) {
+	if !token.IsIdentifier(opts.Package) {
 		return nil, fmt.Errorf("package name %q is not a Go identifier", opts.Package)
 	}
 	switch opts.Base {
@@ -110,10 +111,8 @@ func Generate(opts Options) ([]File, error) {
 	if err != nil {
 		return nil, src.locateLoadError(err)
 	}
+	src.checkRefPathItems(doc, &errs)
 	ops := src.buildOps(doc, markers, &errs)
-	if len(markers) == 0 && opts.Warnf != nil {
-		opts.Warnf("%s: no operation is marked %s: the idempotent layer passes every operation through", opts.Spec, MarkerExt)
-	}
 	if opts.Base == BaseExternal {
 		for _, o := range ops {
 			if o.InjectHeader {
@@ -123,6 +122,9 @@ func Generate(opts Options) ([]File, error) {
 	}
 	if err := errs.err(); err != nil {
 		return nil, err
+	}
+	if len(markers) == 0 && opts.Warnf != nil {
+		opts.Warnf("%s: no operation is marked %s: the idempotent layer passes every operation through", opts.Spec, MarkerExt)
 	}
 
 	// 2. The base: oapi-codegen, with Go name collisions resolved by x-go-name. A collision
@@ -246,13 +248,4 @@ func Write(dir string, files []File) error {
 		}
 	}
 	return nil
-}
-
-func isIdent(s string) bool {
-	for i, r := range s {
-		if !(r == '_' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || i > 0 && '0' <= r && r <= '9') {
-			return false
-		}
-	}
-	return s != ""
 }

@@ -144,8 +144,9 @@ func TestErrors(t *testing.T) {
 		{"unknown-field.yaml", `testdata/errors/unknown-field.yaml:8:9: x-idempotent.leese: unknown field (want one of header, body, required, lease, retention, timeout, isolation)`},
 		{"bad-duration.yaml", `testdata/errors/bad-duration.yaml:8:16: x-idempotent.lease: "5 minutes" is not a duration (want e.g. "30s", "5m", "24h")`},
 		{"lease-zero.yaml", `testdata/errors/lease-zero.yaml:8:16: x-idempotent.lease: "0s" must be positive`},
+		{"lease-submillisecond.yaml", `testdata/errors/lease-submillisecond.yaml:8:16: x-idempotent.lease: "500us" is shorter than the 1ms minimum`},
 		{"swagger2.yaml", `testdata/errors/swagger2.yaml:1:1: swagger "2.0": a Swagger 2.0 document; idemgen reads OpenAPI 3.0 and 3.1 (convert it first)`},
-		{"retention-short.yaml", `testdata/errors/retention-short.yaml:9:20: x-idempotent.retention: 1m0s is shorter than the lease (2m0s): a completed answer must be replayable for at least as long as a claim can block retries`},
+		{"retention-short.yaml", `testdata/errors/retention-short.yaml:9:20: x-idempotent.retention: 1m is shorter than the lease (2m): a completed answer must be replayable for at least as long as a claim can block retries`},
 		{"bad-header.yaml", `testdata/errors/bad-header.yaml:8:17: x-idempotent.header: "Idempotency Key" is not a valid HTTP header name (RFC 9110 token)`},
 		{"body-missing-field.yaml", `testdata/errors/body-missing-field.yaml:8:15: x-idempotent.body: "/idem_key": the request body schema has no property "idem_key" there`},
 		{"body-not-string.yaml", `testdata/errors/body-not-string.yaml:8:15: x-idempotent.body: "/amount": the property is of type integer, and a key must be a string`},
@@ -162,6 +163,7 @@ func TestErrors(t *testing.T) {
 		{"dangling-ref.yaml", `testdata/errors/dangling-ref.yaml:13:21: $ref "#/components/schemas/Missing" does not resolve: nothing at that path in this document` + "\n" +
 			`testdata/errors/dangling-ref.yaml:19:30: $ref "#/components/schemas/Gone" does not resolve: nothing at that path in this document`},
 		{"multipart.yaml", `testdata/errors/multipart.yaml:7:7: x-idempotent: the multipart/form-data request body of POST /uploads is read as a stream and cannot be fingerprinted; idempotent operations take JSON, form or text bodies`},
+		{"ref-path-item.yaml", `testdata/errors/ref-path-item.yaml:5:11: x-idempotent: POST /a is marked in the path item this $ref names; idemgen reads markers in the spec file only: move the path item here`},
 		{"not-yaml.yaml", `testdata/errors/not-yaml.yaml:4: did not find expected key`},
 	} {
 		t.Run(c.file, func(t *testing.T) {

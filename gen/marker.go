@@ -134,6 +134,11 @@ func (s *source) parseMarker(key, n *yaml.Node, name string, allowBool bool, err
 				errs.add(p, "%s: %q must be positive", fname, str)
 				continue
 			}
+			if d < time.Millisecond {
+				// The table keeps microseconds: 1ns would be stored as a lease of 0.
+				errs.add(p, "%s: %q is shorter than the 1ms minimum", fname, str)
+				continue
+			}
 			switch k.Value {
 			case "lease":
 				m.lease.put(d, p)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"gopkg.in/yaml.v3"
 )
 
 // Op is a marked operation with its resolved policy: the typed model the templates render.
@@ -74,7 +75,7 @@ func (s *source) buildOps(doc *openapi3.T, markers []opMarker, errs *ErrorList) 
 			if !m.retention.set {
 				at = m.lease.pos
 			}
-			errs.add(at, "%s.retention: %s is shorter than the lease (%s): a completed answer must be replayable for at least as long as a claim can block retries", MarkerExt, o.Retention, o.Lease)
+			errs.add(at, "%s.retention: %s is shorter than the lease (%s): a completed answer must be replayable for at least as long as a claim can block retries", MarkerExt, humanDuration(o.Retention), humanDuration(o.Lease))
 			continue
 		}
 		if o.Method == "GET" || o.Method == "HEAD" || o.Method == "OPTIONS" || o.Method == "TRACE" {
@@ -84,7 +85,7 @@ func (s *source) buildOps(doc *openapi3.T, markers []opMarker, errs *ErrorList) 
 		params := append(openapi3.Parameters{}, item.Parameters...)
 		params = append(params, op.Parameters...)
 		body := jsonBodySchema(op)
-		hasInput := body != nil || (op.RequestBody != nil && op.RequestBody.Value != nil)
+		hasInput := op.RequestBody != nil && op.RequestBody.Value != nil
 		for _, p := range params {
 			if p.Value != nil && (p.Value.In == openapi3.ParameterInPath || p.Value.In == openapi3.ParameterInQuery) {
 				hasInput = true
@@ -131,6 +132,29 @@ func (s *source) buildOps(doc *openapi3.T, markers []opMarker, errs *ErrorList) 
 		ops = append(ops, o)
 	}
 	return ops
+}
+
+// checkRefPathItems reports markers that readMarkers could not see: on the operations of a
+// path item that is a $ref (to another file, or to components/pathItems). Ignoring them
+// would leave a marked operation without idempotency.
+func (s *source) checkRefPathItems(doc *openapi3.T, errs *ErrorList) {
+	_, paths := s.lookup("paths")
+	if paths == nil || paths.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(paths.Content); i += 2 {
+		path := paths.Content[i].Value
+		_, ref := entry(paths.Content[i+1], "$ref")
+		item := doc.Paths.Value(path)
+		if ref == nil || item == nil {
+			continue
+		}
+		for _, method := range sortedKeys(item.Operations()) {
+			if v, ok := item.Operations()[method].Extensions[MarkerExt]; ok && v != false {
+				errs.add(s.pos(ref), "%s: %s %s is marked in the path item this $ref names; idemgen reads markers in the spec file only: move the path item here", MarkerExt, method, path)
+			}
+		}
+	}
 }
 
 // findHeader returns the header parameter named name (case-insensitively), or nil.

@@ -37,7 +37,7 @@ type tmplOp struct {
 	Retention string
 	Timeout   string // "" when none
 	Isolation string // "" when the database default
-	KeyExpr   string // Go expression of type *string (header keys)
+	KeyExpr   string // Go expression of type *string: the header field, or key (read from the body)
 	BodyKey   string // JSON pointer (body keys)
 	BodyField string // request object field holding the decoded body, for BodyKey
 	Parts     []tmplPart
@@ -86,6 +86,7 @@ func buildTemplateData(opts Options, ops []*Op, defs []codegen.OperationDefiniti
 		}
 		if o.KeyBody != "" {
 			t.KeySource = "body " + o.KeyBody
+			t.KeyExpr = "key" // declared by the template from BodyKey
 		} else {
 			t.KeySource = "header " + o.KeyHeader
 			var key *codegen.ParameterDefinition

@@ -5,7 +5,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -75,7 +74,7 @@ func (s *idempotentServer) CreatePayment(ctx context.Context, request CreatePaym
 	resp, err := s.store.Do(ctx, createPaymentPolicy, request.Params.IdempotencyKey, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
 		out, err := s.impl.CreatePayment(ctx, tx, request)
 		if err != nil || out == nil {
-			return nil, idemNoResponse("CreatePayment", err)
+			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
 		return idem.Record(out.VisitCreatePaymentResponse)
 	})
@@ -98,7 +97,7 @@ func (s *idempotentServer) CreateRefund(ctx context.Context, request CreateRefun
 	resp, err := s.store.Do(ctx, createRefundPolicy, request.Params.IdempotencyKey, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
 		out, err := s.impl.CreateRefund(ctx, tx, request)
 		if err != nil || out == nil {
-			return nil, idemNoResponse("CreateRefund", err)
+			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
 		return idem.Record(out.VisitCreateRefundResponse)
 	})
@@ -115,10 +114,3 @@ type idemResponse struct{ r *idem.Response }
 
 func (r idemResponse) VisitCreatePaymentResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }
 func (r idemResponse) VisitCreateRefundResponse(w http.ResponseWriter) error  { return r.r.WriteTo(w) }
-
-func idemNoResponse(op string, err error) error {
-	if err != nil {
-		return err
-	}
-	return errors.New(op + ": the handler returned neither a response nor an error")
-}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 
 	"github.com/pmezard/go-difflib/difflib"
 
@@ -189,7 +190,23 @@ func unifiedDiff(w io.Writer, p string, old, new []byte) {
 		from = "/dev/null"
 	}
 	_ = difflib.WriteUnifiedDiff(w, difflib.UnifiedDiff{
-		A: difflib.SplitLines(string(old)), B: difflib.SplitLines(string(new)),
+		A: diffLines(old), B: diffLines(new),
 		FromFile: from, ToFile: to, Context: 3,
 	})
+}
+
+// diffLines splits b into lines that keep their "\n". Unlike difflib.SplitLines it adds no
+// line to an empty file or after a final newline (either makes a hunk git apply rejects),
+// and it marks a last line without a newline the way diff -u does.
+func diffLines(b []byte) []string {
+	if len(b) == 0 {
+		return nil
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	if last := len(lines) - 1; lines[last] == "" {
+		lines = lines[:last]
+	} else {
+		lines[last] += "\n\\ No newline at end of file\n"
+	}
+	return lines
 }

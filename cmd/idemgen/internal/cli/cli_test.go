@@ -138,3 +138,18 @@ func TestSchema(t *testing.T) {
 		t.Errorf("schema: exit %d, output differs from schema.sql", code)
 	}
 }
+
+// The -check diff applies with git apply / patch: a missing file is a pure addition, and a
+// final newline adds no line.
+func TestDiffApplies(t *testing.T) {
+	var b bytes.Buffer
+	unifiedDiff(&b, "api/x.go", nil, []byte("a\nb\n"))
+	if want := "--- /dev/null\n+++ b/api/x.go\n@@ -0,0 +1,2 @@\n+a\n+b\n"; b.String() != want {
+		t.Errorf("new file:\n%s\nwant\n%s", b.String(), want)
+	}
+	b.Reset()
+	unifiedDiff(&b, "api/x.go", []byte("a\nc"), []byte("a\nb\n"))
+	if want := "--- a/api/x.go\n+++ b/api/x.go\n@@ -1,2 +1,2 @@\n a\n-c\n\\ No newline at end of file\n+b\n"; b.String() != want {
+		t.Errorf("edit:\n%s\nwant\n%s", b.String(), want)
+	}
+}

@@ -6,7 +6,6 @@ package bodykey
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -78,7 +77,7 @@ func (s *idempotentServer) CreatePayment(ctx context.Context, request CreatePaym
 	resp, err := s.store.Do(ctx, createPaymentPolicy, key, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
 		out, err := s.impl.CreatePayment(ctx, tx, request)
 		if err != nil || out == nil {
-			return nil, idemNoResponse("CreatePayment", err)
+			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
 		return idem.Record(out.VisitCreatePaymentResponse)
 	})
@@ -100,7 +99,7 @@ func (s *idempotentServer) RefundPayment(ctx context.Context, request RefundPaym
 	resp, err := s.store.Do(ctx, refundPaymentPolicy, key, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
 		out, err := s.impl.RefundPayment(ctx, tx, request)
 		if err != nil || out == nil {
-			return nil, idemNoResponse("RefundPayment", err)
+			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
 		return idem.Record(out.VisitRefundPaymentResponse)
 	})
@@ -117,13 +116,6 @@ type idemResponse struct{ r *idem.Response }
 
 func (r idemResponse) VisitCreatePaymentResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }
 func (r idemResponse) VisitRefundPaymentResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }
-
-func idemNoResponse(op string, err error) error {
-	if err != nil {
-		return err
-	}
-	return errors.New(op + ": the handler returned neither a response nor an error")
-}
 
 // idemBodyKey returns the string at the JSON pointer ptr in body's JSON encoding; nil when
 // body is nil or the value is absent or null.

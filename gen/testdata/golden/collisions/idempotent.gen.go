@@ -5,7 +5,6 @@ package collisions
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -58,7 +57,7 @@ func (s *idempotentServer) CreateWidget(ctx context.Context, request CreateWidge
 	resp, err := s.store.Do(ctx, createWidgetPolicy, request.Params.IdempotencyKey, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
 		out, err := s.impl.CreateWidget(ctx, tx, request)
 		if err != nil || out == nil {
-			return nil, idemNoResponse("CreateWidget", err)
+			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
 		return idem.Record(out.VisitCreateWidgetResponse)
 	})
@@ -74,10 +73,3 @@ func (s *idempotentServer) CreateWidget(ctx context.Context, request CreateWidge
 type idemResponse struct{ r *idem.Response }
 
 func (r idemResponse) VisitCreateWidgetResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }
-
-func idemNoResponse(op string, err error) error {
-	if err != nil {
-		return err
-	}
-	return errors.New(op + ": the handler returned neither a response nor an error")
-}

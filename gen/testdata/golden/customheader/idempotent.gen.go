@@ -5,7 +5,6 @@ package customheader
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -71,7 +70,7 @@ func (s *idempotentServer) StartJob(ctx context.Context, request StartJobRequest
 	resp, err := s.store.Do(ctx, startJobPolicy, request.Params.XIdempotencyToken, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
 		out, err := s.impl.StartJob(ctx, tx, request)
 		if err != nil || out == nil {
-			return nil, idemNoResponse("StartJob", err)
+			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
 		return idem.Record(out.VisitStartJobResponse)
 	})
@@ -89,7 +88,7 @@ func (s *idempotentServer) CancelJob(ctx context.Context, request CancelJobReque
 	resp, err := s.store.Do(ctx, cancelJobPolicy, &request.Params.RequestId, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
 		out, err := s.impl.CancelJob(ctx, tx, request)
 		if err != nil || out == nil {
-			return nil, idemNoResponse("CancelJob", err)
+			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
 		return idem.Record(out.VisitCancelJobResponse)
 	})
@@ -106,10 +105,3 @@ type idemResponse struct{ r *idem.Response }
 
 func (r idemResponse) VisitStartJobResponse(w http.ResponseWriter) error  { return r.r.WriteTo(w) }
 func (r idemResponse) VisitCancelJobResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }
-
-func idemNoResponse(op string, err error) error {
-	if err != nil {
-		return err
-	}
-	return errors.New(op + ": the handler returned neither a response nor an error")
-}

@@ -5,7 +5,6 @@ package defaults
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -81,7 +80,7 @@ func (s *idempotentServer) CreateRefund(ctx context.Context, request CreateRefun
 	resp, err := s.store.Do(ctx, createRefundPolicy, request.Params.IdempotencyKey, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
 		out, err := s.impl.CreateRefund(ctx, tx, request)
 		if err != nil || out == nil {
-			return nil, idemNoResponse("CreateRefund", err)
+			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
 		return idem.Record(out.VisitCreateRefundResponse)
 	})
@@ -99,7 +98,7 @@ func (s *idempotentServer) CreateTransfer(ctx context.Context, request CreateTra
 	resp, err := s.store.Do(ctx, createTransferPolicy, request.Params.IdempotencyKey, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
 		out, err := s.impl.CreateTransfer(ctx, tx, request)
 		if err != nil || out == nil {
-			return nil, idemNoResponse("CreateTransfer", err)
+			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
 		return idem.Record(out.VisitCreateTransferResponse)
 	})
@@ -116,10 +115,3 @@ type idemResponse struct{ r *idem.Response }
 
 func (r idemResponse) VisitCreateRefundResponse(w http.ResponseWriter) error   { return r.r.WriteTo(w) }
 func (r idemResponse) VisitCreateTransferResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }
-
-func idemNoResponse(op string, err error) error {
-	if err != nil {
-		return err
-	}
-	return errors.New(op + ": the handler returned neither a response nor an error")
-}

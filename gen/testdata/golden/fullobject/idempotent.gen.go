@@ -5,7 +5,6 @@ package fullobject
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -62,7 +61,7 @@ func (s *idempotentServer) CreatePayment(ctx context.Context, request CreatePaym
 	resp, err := s.store.Do(ctx, createPaymentPolicy, request.Params.IdempotencyKey, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
 		out, err := s.impl.CreatePayment(ctx, tx, request)
 		if err != nil || out == nil {
-			return nil, idemNoResponse("CreatePayment", err)
+			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
 		return idem.Record(out.VisitCreatePaymentResponse)
 	})
@@ -78,10 +77,3 @@ func (s *idempotentServer) CreatePayment(ctx context.Context, request CreatePaym
 type idemResponse struct{ r *idem.Response }
 
 func (r idemResponse) VisitCreatePaymentResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }
-
-func idemNoResponse(op string, err error) error {
-	if err != nil {
-		return err
-	}
-	return errors.New(op + ": the handler returned neither a response nor an error")
-}

@@ -5,7 +5,6 @@ package pathquery
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -72,7 +71,7 @@ func (s *idempotentServer) LockAccount(ctx context.Context, request LockAccountR
 	resp, err := s.store.Do(ctx, lockAccountPolicy, request.Params.IdempotencyKey, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
 		out, err := s.impl.LockAccount(ctx, tx, request)
 		if err != nil || out == nil {
-			return nil, idemNoResponse("LockAccount", err)
+			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
 		return idem.Record(out.VisitLockAccountResponse)
 	})
@@ -93,7 +92,7 @@ func (s *idempotentServer) CreateAccountTransfer(ctx context.Context, request Cr
 	resp, err := s.store.Do(ctx, createAccountTransferPolicy, request.Params.IdempotencyKey, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
 		out, err := s.impl.CreateAccountTransfer(ctx, tx, request)
 		if err != nil || out == nil {
-			return nil, idemNoResponse("CreateAccountTransfer", err)
+			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
 		return idem.Record(out.VisitCreateAccountTransferResponse)
 	})
@@ -111,11 +110,4 @@ type idemResponse struct{ r *idem.Response }
 func (r idemResponse) VisitLockAccountResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }
 func (r idemResponse) VisitCreateAccountTransferResponse(w http.ResponseWriter) error {
 	return r.r.WriteTo(w)
-}
-
-func idemNoResponse(op string, err error) error {
-	if err != nil {
-		return err
-	}
-	return errors.New(op + ": the handler returned neither a response nor an error")
 }

@@ -5,7 +5,6 @@ package petstore
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -68,7 +67,7 @@ func (s *idempotentServer) AddPet(ctx context.Context, request AddPetRequestObje
 	resp, err := s.store.Do(ctx, addPetPolicy, request.Params.IdempotencyKey, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
 		out, err := s.impl.AddPet(ctx, tx, request)
 		if err != nil || out == nil {
-			return nil, idemNoResponse("AddPet", err)
+			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
 		return idem.Record(out.VisitAddPetResponse)
 	})
@@ -92,10 +91,3 @@ func (s *idempotentServer) FindPetById(ctx context.Context, request FindPetByIdR
 type idemResponse struct{ r *idem.Response }
 
 func (r idemResponse) VisitAddPetResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }
-
-func idemNoResponse(op string, err error) error {
-	if err != nil {
-		return err
-	}
-	return errors.New(op + ": the handler returned neither a response nor an error")
-}

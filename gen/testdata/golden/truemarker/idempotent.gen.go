@@ -5,7 +5,6 @@ package truemarker
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -64,7 +63,7 @@ func (s *idempotentServer) CreateOrder(ctx context.Context, request CreateOrderR
 	resp, err := s.store.Do(ctx, createOrderPolicy, request.Params.IdempotencyKey, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
 		out, err := s.impl.CreateOrder(ctx, tx, request)
 		if err != nil || out == nil {
-			return nil, idemNoResponse("CreateOrder", err)
+			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
 		return idem.Record(out.VisitCreateOrderResponse)
 	})
@@ -80,10 +79,3 @@ func (s *idempotentServer) CreateOrder(ctx context.Context, request CreateOrderR
 type idemResponse struct{ r *idem.Response }
 
 func (r idemResponse) VisitCreateOrderResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }
-
-func idemNoResponse(op string, err error) error {
-	if err != nil {
-		return err
-	}
-	return errors.New(op + ": the handler returned neither a response nor an error")
-}
