@@ -14,7 +14,6 @@ type tmplData struct {
 	Spec         string // base name of the spec file
 	Ops          []*tmplOp
 	HasMarked    bool
-	HasBodyKey   bool
 	HasUnmarked  bool
 	ExternalBase bool
 }
@@ -150,7 +149,6 @@ func buildTemplateData(opts Options, ops []*Op, defs []codegen.OperationDefiniti
 		}
 		if o.KeyBody != "" {
 			t.BodyKey = o.KeyBody
-			d.HasBodyKey = true
 			if t.BodyField == "" {
 				errs.add(o.Pos, "%s.body: %s %s has no JSON request body to read the key from", MarkerExt, t.Method, t.Path)
 			}

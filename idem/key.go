@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -100,4 +101,35 @@ func KeyFromHeader(values []string) (raw string, present bool, err error) {
 		return values[0], true, nil
 	}
 	return "", true, fmt.Errorf("%w: %d header lines, want one", ErrInvalidKey, len(values))
+}
+
+// KeyFromBody returns the raw idempotency key at pointer (an RFC 6901 JSON pointer, e.g.
+// "/idempotency_key") in body's JSON encoding, for APIs that carry the key in the request
+// body. It returns nil when body is nil or the value is absent or null. A value that is
+// not a string is an error wrapping [ErrInvalidKey] (answer it 400, like a bad header).
+func KeyFromBody(body any, pointer string) (*string, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("%w: body: %w", ErrInvalidKey, err)
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return nil, fmt.Errorf("%w: body: %w", ErrInvalidKey, err)
+	}
+	unescape := strings.NewReplacer("~1", "/", "~0", "~")
+	for _, tok := range strings.Split(strings.TrimPrefix(pointer, "/"), "/") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, nil
+		}
+		v = m[unescape.Replace(tok)]
+	}
+	switch k := v.(type) {
+	case nil:
+		return nil, nil
+	case string:
+		return &k, nil
+	default:
+		return nil, fmt.Errorf("%w: the body's %s is a %T, not a string", ErrInvalidKey, pointer, v)
+	}
 }

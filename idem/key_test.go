@@ -90,3 +90,40 @@ func TestFingerprintCanonical(t *testing.T) {
 		t.Error("an unencodable value must be an error")
 	}
 }
+
+func TestKeyFromBody(t *testing.T) {
+	type meta struct {
+		Key any `json:"request/key"`
+	}
+	type body struct {
+		Key  any   `json:"idempotency_key,omitempty"`
+		Meta *meta `json:"meta,omitempty"`
+	}
+	for _, tt := range []struct {
+		name    string
+		body    any
+		pointer string
+		want    string // "" = nil
+		bad     bool
+	}{
+		{"top-level", body{Key: "k1"}, "/idempotency_key", "k1", false},
+		{"nested, escaped token", body{Meta: &meta{Key: "k2"}}, "/meta/request~1key", "k2", false},
+		{"absent", body{}, "/idempotency_key", "", false},
+		{"nil body", (*body)(nil), "/idempotency_key", "", false},
+		{"parent absent", body{}, "/meta/request~1key", "", false},
+		{"a number", body{Key: 42}, "/idempotency_key", "", true},
+		{"an object", body{Key: map[string]int{"a": 1}}, "/idempotency_key", "", true},
+	} {
+		got, err := KeyFromBody(tt.body, tt.pointer)
+		switch {
+		case tt.bad:
+			if !errors.Is(err, ErrInvalidKey) {
+				t.Errorf("%s: err = %v, want ErrInvalidKey", tt.name, err)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", tt.name, err)
+		case tt.want == "" && got != nil, tt.want != "" && (got == nil || *got != tt.want):
+			t.Errorf("%s: got %v, want %q", tt.name, got, tt.want)
+		}
+	}
+}

@@ -5,10 +5,7 @@ package bodykey
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
@@ -67,9 +64,9 @@ type idempotentServer struct {
 
 // CreatePayment runs impl.CreatePayment under createPaymentPolicy.
 func (s *idempotentServer) CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
-	key, err := idemBodyKey(request.Body, "/idempotency_key")
+	key, err := idem.KeyFromBody(request.Body, "/idempotency_key")
 	if err != nil {
-		return nil, err
+		return idemResponse{idem.ProblemResponse(http.StatusBadRequest, err.Error())}, nil
 	}
 	parts := []idem.Part{
 		{Name: "body", Value: request.Body},
@@ -89,9 +86,9 @@ func (s *idempotentServer) CreatePayment(ctx context.Context, request CreatePaym
 
 // RefundPayment runs impl.RefundPayment under refundPaymentPolicy.
 func (s *idempotentServer) RefundPayment(ctx context.Context, request RefundPaymentRequestObject) (RefundPaymentResponseObject, error) {
-	key, err := idemBodyKey(request.Body, "/meta/request_key")
+	key, err := idem.KeyFromBody(request.Body, "/meta/request_key")
 	if err != nil {
-		return nil, err
+		return idemResponse{idem.ProblemResponse(http.StatusBadRequest, err.Error())}, nil
 	}
 	parts := []idem.Part{
 		{Name: "body", Value: request.Body},
@@ -116,31 +113,3 @@ type idemResponse struct{ r *idem.Response }
 
 func (r idemResponse) VisitCreatePaymentResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }
 func (r idemResponse) VisitRefundPaymentResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }
-
-// idemBodyKey returns the string at the JSON pointer ptr in body's JSON encoding; nil when
-// body is nil or the value is absent or null.
-func idemBodyKey(body any, ptr string) (*string, error) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return nil, err
-	}
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		return nil, err
-	}
-	for _, tok := range strings.Split(ptr[1:], "/") {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil, nil
-		}
-		v = m[strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)]
-	}
-	switch k := v.(type) {
-	case nil:
-		return nil, nil
-	case string:
-		return &k, nil
-	default:
-		return nil, fmt.Errorf("idempotency key at %s is not a string", ptr)
-	}
-}
