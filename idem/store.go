@@ -164,6 +164,16 @@ func WithObserver(o Observer) Option { return func(s *Store) { s.observe = o } }
 // business transaction back and release the key. Default: status < 500.
 func WithCacheable(f func(status int) bool) Option { return func(s *Store) { s.cacheable = f } }
 
+// WithClaimPool runs the protocol's autocommitted statements (claim, read, takeover,
+// reclaim, release, and the Purge/StaleClaims/RepeatedPayloads maintenance queries) on
+// their own pool, so that duplicates are answered 409 or replayed at once even while every
+// connection of the business pool is held by business transactions (a retry storm, a
+// hot row lock). A few connections are enough: each statement is one short round trip.
+// Default: the business pool.
+func WithClaimPool(pool *pgxpool.Pool) Option {
+	return func(s *Store) { s.q = idemdb.New(pool) }
+}
+
 // WithMaxRetries bounds the re-runs of a business transaction after a serialization
 // failure (40001) or deadlock (40P01). Default [DefaultMaxRetries]; 0 disables.
 func WithMaxRetries(n int) Option { return func(s *Store) { s.maxRetries = n } }

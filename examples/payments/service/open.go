@@ -9,12 +9,18 @@ import (
 	"github.com/idemgen/idemgen/internal/pgembed"
 )
 
-// DB is the service's database: a pool, and the embedded cluster behind it when there is
-// one.
+// DB is the service's database: the business pool, a small pool for the idempotency
+// protocol's claims (so duplicates are answered while business transactions hold every
+// business connection; see idem.WithClaimPool), and the embedded cluster behind them when
+// there is one.
 type DB struct {
-	Pool     *pgxpool.Pool
-	Embedded *pgembed.Cluster // nil when databaseURL was given
+	Pool      *pgxpool.Pool
+	ClaimPool *pgxpool.Pool
+	Embedded  *pgembed.Cluster // nil when databaseURL was given
 }
+
+// ClaimPoolSize is the size of DB.ClaimPool.
+const ClaimPoolSize = 4
 
 // Open connects to databaseURL, or, when it is empty, starts an embedded throwaway
 // PostgreSQL from the local binaries (see internal/pgembed; its data is deleted by Close).
@@ -43,7 +49,12 @@ func Open(ctx context.Context, databaseURL string, maxConns int32, logf func(for
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
+	claimCfg := cfg.Copy()
+	claimCfg.MaxConns = ClaimPoolSize
 	d.Pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	if err == nil {
+		d.ClaimPool, err = pgxpool.NewWithConfig(ctx, claimCfg)
+	}
 	if err == nil {
 		err = d.Pool.Ping(ctx)
 	}
@@ -61,6 +72,9 @@ func Open(ctx context.Context, databaseURL string, maxConns int32, logf func(for
 func (d *DB) Close() error {
 	if d.Pool != nil {
 		d.Pool.Close()
+	}
+	if d.ClaimPool != nil {
+		d.ClaimPool.Close()
 	}
 	if d.Embedded != nil {
 		return d.Embedded.Stop()

@@ -67,6 +67,8 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// Observer, when set, sees every outcome of the idempotency protocol (metrics).
 	Observer idem.Observer
+	// ClaimPool, when set, runs the protocol's claims (idem.WithClaimPool).
+	ClaimPool *pgxpool.Pool
 }
 
 // Setup applies the schemas the service needs: idem's idempotency_keys table and the
@@ -83,6 +85,9 @@ func New(pool *pgxpool.Pool, opts Options) http.Handler {
 	storeOpts := []idem.Option{idem.WithScope(scope)}
 	if opts.Observer != nil {
 		storeOpts = append(storeOpts, idem.WithObserver(opts.Observer))
+	}
+	if opts.ClaimPool != nil {
+		storeOpts = append(storeOpts, idem.WithClaimPool(opts.ClaimPool))
 	}
 	store := idem.NewStore(pool, storeOpts...)
 	impl := &server{pool: pool, delay: opts.Delay, downstreamFunc: opts.Downstream}

@@ -112,7 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		logf("%v", err)
 		return 1
 	}
-	srv := &http.Server{Handler: service.New(d.Pool, service.Options{Delay: c.delay, Logf: logf}), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: service.New(d.Pool, service.Options{Delay: c.delay, Logf: logf, ClaimPool: d.ClaimPool}), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
 	base := "http://" + ln.Addr().String()
@@ -315,7 +315,7 @@ func regenerate(logf func(string, ...any)) (stale bool, code int) {
 		names = append(names, "api/"+f.Name)
 	}
 	if len(changed) == 0 {
-		logf("regenerated %s from openapi.yaml with idemgen: up to date", strings.Join(names, ", "))
+		logf("generated %s from openapi.yaml with idemgen: the committed files are up to date", strings.Join(names, ", "))
 		return false, 0
 	}
 	if err := gen.Write(apiDir, files); err != nil {

@@ -76,7 +76,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	srv := &http.Server{
-		Handler:           service.New(d.Pool, service.Options{Delay: *delay, MaxBodyBytes: *maxBody, Logf: logf}),
+		Handler:           service.New(d.Pool, service.Options{Delay: *delay, MaxBodyBytes: *maxBody, Logf: logf, ClaimPool: d.ClaimPool}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          logger,
 	}
