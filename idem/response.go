@@ -172,6 +172,7 @@ func WriteProblem(w http.ResponseWriter, status int, detail string) {
 	_ = ProblemResponse(status, detail).WriteTo(w)
 }
 
+// String formats p as "STATUS TITLE: DETAIL".
 func (p Problem) String() string { return fmt.Sprintf("%d %s: %s", p.Status, p.Title, p.Detail) }
 
 // Error makes a *Problem an error: a [ScopeFunc] returning one (e.g. 401 for a request

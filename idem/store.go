@@ -175,7 +175,7 @@ func WithClaimPool(pool *pgxpool.Pool) Option {
 }
 
 // WithMaxRetries bounds the re-runs of a business transaction after a serialization
-// failure (40001) or deadlock (40P01). Default [DefaultMaxRetries]; 0 disables.
+// failure (40001) or deadlock (40P01). Default [DefaultMaxRetries]; 0 (or less) disables.
 func WithMaxRetries(n int) Option { return func(s *Store) { s.maxRetries = n } }
 
 // NewStore returns a Store on pool. The idempotency_keys table must exist ([Migrate]).
@@ -252,7 +252,8 @@ type call struct {
 // SQL. parts are the request's fingerprint inputs ([Fingerprint]). The returned Response is
 // what to send: fn's own response (OutcomeCompleted or OutcomeNotStored), a replay, or a
 // problem-details rejection. err is fn's error (after rollback and release), or a database
-// error of the protocol itself; the caller answers it as a server error.
+// error of the protocol itself; the caller answers it as a server error. An error wrapping
+// [ErrCommitUnknown] means the COMMIT got no answer: the claim is kept until its lease ends.
 func (s *Store) Do(ctx context.Context, p *Policy, rawKey *string, parts []Part, fn Func) (*Response, error) {
 	if rawKey == nil {
 		if p.KeyRequired {
@@ -644,8 +645,9 @@ type RepeatedPayload struct {
 }
 
 // RepeatedPayloads lists payloads (operation + fingerprint) that arrived under more than
-// one key in a scope within the last window, most keys first, at most limit rows: clients
-// that mint a new idempotency key per retry, which defeats the protocol.
+// one key in a scope within the last window, most keys first, at most limit rows (limit
+// must be positive): clients that mint a new idempotency key per retry, which defeats the
+// protocol.
 func (s *Store) RepeatedPayloads(ctx context.Context, window time.Duration, limit int) ([]RepeatedPayload, error) {
 	rows, err := s.q.DuplicatePayloads(ctx, idemdb.DuplicatePayloadsParams{SinceUs: window.Microseconds(), MaxRows: int32(limit)})
 	if err != nil {
