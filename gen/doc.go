@@ -88,8 +88,10 @@
 //   - a marker on a path item, on an operation of a path item that is a $ref (markers
 //     are read from the spec file itself), or on GET/HEAD/OPTIONS/TRACE (idempotent by definition);
 //   - an operation with nothing to fingerprint (no path or query parameter, no body);
-//   - a body pointer on an operation without a JSON body, or naming no property, or a
-//     non-string one; a declared key header whose schema is not a plain string;
+//   - a body pointer on an operation without a JSON body, or accepting several content
+//     types, or naming no property, or a non-string one; a declared key header whose
+//     schema is not a plain string, or declared required while the marker says
+//     required: false; a marker field given twice;
 //   - a request body read as a stream (multipart, octet-stream): it cannot be
 //     fingerprinted;
 //   - a local $ref that does not resolve, YAML syntax errors, and a document that is not

@@ -93,10 +93,16 @@ func (s *source) parseMarker(key, n *yaml.Node, name string, allowBool bool, err
 		return m, false
 	}
 	n0 := len(*errs)
+	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		fname := name + "." + k.Value
 		p := s.pos(v)
+		if seen[k.Value] {
+			errs.add(s.pos(k), "%s: given twice", fname)
+			continue
+		}
+		seen[k.Value] = true
 		switch k.Value {
 		case "header":
 			if str, good := s.str(v, fname, errs); good {

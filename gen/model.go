@@ -101,6 +101,11 @@ func (s *source) buildOps(doc *openapi3.T, markers []opMarker, errs *ErrorList) 
 				errs.add(m.body.pos, "%s.body: %s %s has no JSON request body to read the key from", MarkerExt, o.Method, o.Path)
 				continue
 			}
+			if cts := sortedKeys(op.RequestBody.Value.Content); len(cts) > 1 {
+				errs.add(m.body.pos, "%s.body: %s %s accepts several request content types (%s); a key in the body is read from one JSON body only: accept only that one, or take the key from a header",
+					MarkerExt, o.Method, o.Path, strings.Join(cts, ", "))
+				continue
+			}
 			if msg := checkPointer(body, m.body.v); msg != "" {
 				errs.add(m.body.pos, "%s.body: %s", MarkerExt, msg)
 				continue
@@ -116,6 +121,10 @@ func (s *source) buildOps(doc *openapi3.T, markers []opMarker, errs *ErrorList) 
 			} else {
 				o.KeyHeader = declared.Name
 				if declared.Required {
+					if m.required.set && !m.required.v {
+						errs.add(m.required.pos, "%s.required: false, but the spec declares header %s as required: true", MarkerExt, declared.Name)
+						continue
+					}
 					o.Required = true
 				}
 				if sch := declared.Schema; sch == nil || sch.Value == nil || !sch.Value.Type.Permits(openapi3.TypeString) ||
