@@ -241,8 +241,10 @@ type call struct {
 	scope string
 	key   string
 	fp    []byte
-	// rowID is the ctid of our claim's row version, as the claim, takeover or reclaim
-	// returned it: the business transaction addresses its key row by it (see LockOwnKey).
+	// Our claim, once won: its fencing token, and the ctid of its row version as the
+	// claim, takeover or reclaim returned it (the business transaction addresses its key
+	// row by it, see LockOwnKey).
+	token int64
 	rowID string
 }
 
@@ -306,8 +308,8 @@ func (c *call) run(ctx context.Context, fn Func) (*Response, error) {
 			LeaseUs: lease.Microseconds(), RetentionUs: retention.Microseconds(),
 		})
 		if err == nil {
-			c.rowID = claim.RowID
-			return c.execute(ctx, claim.LeaseToken, OutcomeClaimed, fn)
+			c.token, c.rowID = claim.LeaseToken, claim.RowID
+			return c.execute(ctx, OutcomeClaimed, fn)
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("idem: claim: %w", err)
@@ -325,8 +327,8 @@ func (c *call) run(ctx context.Context, fn Func) (*Response, error) {
 				LeaseUs: lease.Microseconds(), RetentionUs: retention.Microseconds(),
 			})
 			if err == nil {
-				c.rowID = took.RowID
-				return c.execute(ctx, took.LeaseToken, OutcomeTakenOver, fn)
+				c.token, c.rowID = took.LeaseToken, took.RowID
+				return c.execute(ctx, OutcomeTakenOver, fn)
 			}
 			if !errors.Is(err, pgx.ErrNoRows) {
 				return nil, fmt.Errorf("idem: take over expired key: %w", err)
@@ -342,8 +344,8 @@ func (c *call) run(ctx context.Context, fn Func) (*Response, error) {
 			LeaseUs: lease.Microseconds(),
 		})
 		if err == nil {
-			c.rowID = reclaimed.RowID
-			return c.execute(ctx, reclaimed.LeaseToken, OutcomeReclaimed, fn)
+			c.token, c.rowID = reclaimed.LeaseToken, reclaimed.RowID
+			return c.execute(ctx, OutcomeReclaimed, fn)
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return nil, fmt.Errorf("idem: reclaim: %w", err)
@@ -412,15 +414,15 @@ func (c *call) inProgress(seconds int) *Response {
 		"a request with this idempotency key is being processed; retry later", seconds)
 }
 
-// execute runs the business transaction of a claim we hold (token).
-func (c *call) execute(ctx context.Context, token int64, how Outcome, fn Func) (*Response, error) {
+// execute runs the business transaction of the claim we hold (c.token, c.rowID).
+func (c *call) execute(ctx context.Context, how Outcome, fn Func) (*Response, error) {
 	s, p := c.s, c.p
 	s.observe(p.Operation, how)
 	if s.hookClaimed != nil {
 		s.hookClaimed()
 	}
 	for attempt := 0; ; attempt++ {
-		resp, retry, err := c.attempt(ctx, token, fn)
+		resp, retry, err := c.attempt(ctx, fn)
 		if retry {
 			if attempt < s.maxRetries {
 				s.observe(p.Operation, OutcomeRetried)
@@ -428,7 +430,7 @@ func (c *call) execute(ctx context.Context, token int64, how Outcome, fn Func) (
 			}
 			// Out of retries: a business failure like any other.
 			s.observe(p.Operation, OutcomeFailed)
-			c.release(context.WithoutCancel(ctx), token)
+			c.release(context.WithoutCancel(ctx))
 		}
 		return resp, err
 	}
@@ -447,23 +449,23 @@ var errNoResponse = errors.New("idem: business function returned no response and
 // retry reports a serialization failure or deadlock, rolled back, with the claim not
 // released (execute releases it when no retry follows; a retry's lock finds out whether the
 // claim is still ours).
-func (c *call) attempt(ctx context.Context, token int64, fn Func) (resp *Response, retry bool, err error) {
+func (c *call) attempt(ctx context.Context, fn Func) (resp *Response, retry bool, err error) {
 	s, p := c.s, c.p
 	bg := context.WithoutCancel(ctx)
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: p.Isolation})
 	if err != nil {
-		c.release(bg, token)
+		c.release(bg)
 		return nil, false, fmt.Errorf("idem: begin: %w", err)
 	}
 	defer tx.Rollback(bg) // no-op after a commit
 	q := s.q.WithTx(tx)
-	if _, err := q.LockOwnKey(ctx, idemdb.LockOwnKeyParams{RowID: c.rowID, Scope: c.scope, Key: c.key, LeaseToken: token}); err != nil {
+	if _, err := q.LockOwnKey(ctx, idemdb.LockOwnKeyParams{RowID: c.rowID, Scope: c.scope, Key: c.key, LeaseToken: c.token}); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return c.leaseLost(), false, nil
 		}
 		// Under REPEATABLE READ or SERIALIZABLE a reclaim that committed since our
 		// snapshot fails the lock with 40001: retried, the lock sees the new token.
-		return c.fail(bg, tx, token, fmt.Errorf("idem: lock own key: %w", err))
+		return c.fail(bg, tx, fmt.Errorf("idem: lock own key: %w", err))
 	}
 	// A panicking business function is a business error (net/http recovers the panic and
 	// the process lives on): roll back and release, then let the panic continue.
@@ -472,7 +474,7 @@ func (c *call) attempt(ctx context.Context, token int64, fn Func) (resp *Respons
 		if v := recover(); v != nil {
 			_ = tx.Rollback(bg)
 			s.observe(p.Operation, OutcomeFailed)
-			c.release(bg, token)
+			c.release(bg)
 			panic(v)
 		}
 	}()
@@ -488,18 +490,18 @@ func (c *call) attempt(ctx context.Context, token int64, fn Func) (resp *Respons
 		err = errNoResponse
 	}
 	if err != nil {
-		return c.fail(bg, tx, token, err)
+		return c.fail(bg, tx, err)
 	}
 	if !s.cacheable(resp.Status) {
 		_ = tx.Rollback(bg)
-		c.release(bg, token)
+		c.release(bg)
 		resp.Outcome = OutcomeNotStored
 		s.observe(p.Operation, OutcomeNotStored)
 		return resp, false, nil
 	}
 	headers, err := json.Marshal(resp.StoredHeader())
 	if err != nil {
-		return c.fail(bg, tx, token, fmt.Errorf("idem: encode headers: %w", err))
+		return c.fail(bg, tx, fmt.Errorf("idem: encode headers: %w", err))
 	}
 	body := resp.Body
 	if body == nil {
@@ -507,13 +509,13 @@ func (c *call) attempt(ctx context.Context, token int64, fn Func) (resp *Respons
 	}
 	// The business ran: finish under a context the client's going away cannot cancel.
 	n, err := q.CompleteKey(bg, idemdb.CompleteKeyParams{
-		RowID: c.rowID, Scope: c.scope, Key: c.key, LeaseToken: token,
+		RowID: c.rowID, Scope: c.scope, Key: c.key, LeaseToken: c.token,
 		ResponseStatus:  pgtype.Int4{Int32: int32(resp.Status), Valid: true},
 		ResponseHeaders: headers, ResponseBody: body,
 		RetentionUs: p.retention().Microseconds(),
 	})
 	if err != nil {
-		return c.fail(bg, tx, token, fmt.Errorf("idem: complete: %w", err))
+		return c.fail(bg, tx, fmt.Errorf("idem: complete: %w", err))
 	}
 	if n != 1 {
 		return c.leaseLost(), false, nil
@@ -526,7 +528,7 @@ func (c *call) attempt(ctx context.Context, token int64, fn Func) (resp *Respons
 			s.observe(p.Operation, OutcomeFailed)
 			return nil, false, fmt.Errorf("%w: %w", ErrCommitUnknown, err)
 		}
-		return c.fail(bg, tx, token, fmt.Errorf("idem: commit: %w", err))
+		return c.fail(bg, tx, fmt.Errorf("idem: commit: %w", err))
 	}
 	resp.Outcome = OutcomeCompleted
 	s.observe(p.Operation, OutcomeCompleted)
@@ -535,14 +537,14 @@ func (c *call) attempt(ctx context.Context, token int64, fn Func) (resp *Respons
 
 // fail rolls back; a serialization failure or deadlock is reported for retry, any other
 // error releases the claim.
-func (c *call) fail(bg context.Context, tx pgx.Tx, token int64, err error) (*Response, bool, error) {
+func (c *call) fail(bg context.Context, tx pgx.Tx, err error) (*Response, bool, error) {
 	_ = tx.Rollback(bg)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01") {
 		return nil, true, err
 	}
 	c.s.observe(c.p.Operation, OutcomeFailed)
-	c.release(bg, token)
+	c.release(bg)
 	return nil, false, err
 }
 
@@ -553,10 +555,10 @@ func (c *call) leaseLost() *Response {
 
 // release deletes our claim so a retry runs at once. Failure is tolerated: the lease
 // bounds how long the claim blocks retries.
-func (c *call) release(bg context.Context, token int64) {
+func (c *call) release(bg context.Context) {
 	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
 	defer cancel()
-	n, err := c.s.q.ReleaseKey(ctx, idemdb.ReleaseKeyParams{Scope: c.scope, Key: c.key, LeaseToken: token})
+	n, err := c.s.q.ReleaseKey(ctx, idemdb.ReleaseKeyParams{Scope: c.scope, Key: c.key, LeaseToken: c.token})
 	if err == nil && n == 1 {
 		c.s.observe(c.p.Operation, OutcomeReleased)
 	}
