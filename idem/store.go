@@ -539,8 +539,7 @@ func (c *call) attempt(ctx context.Context, fn Func) (resp *Response, retry bool
 // error releases the claim.
 func (c *call) fail(bg context.Context, tx pgx.Tx, err error) (*Response, bool, error) {
 	_ = tx.Rollback(bg)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01") {
+	if retryable(err) {
 		return nil, true, err
 	}
 	c.s.observe(c.p.Operation, OutcomeFailed)
@@ -564,14 +563,20 @@ func (c *call) release(bg context.Context) {
 	}
 }
 
+// retryable reports a serialization failure (40001) or deadlock (40P01): the transaction
+// was rolled back and may simply run again.
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}
+
 // unkeyed runs fn in a plain transaction: the policy allows requests without a key.
 func (s *Store) unkeyed(ctx context.Context, p *Policy, fn Func) (*Response, error) {
 	s.observe(p.Operation, OutcomeUnkeyed)
 	bg := context.WithoutCancel(ctx)
 	for attempt := 0; ; attempt++ {
 		resp, err := s.plainTx(ctx, bg, p, fn)
-		var pgErr *pgconn.PgError
-		if err != nil && errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01") && attempt < s.maxRetries {
+		if retryable(err) && attempt < s.maxRetries {
 			s.observe(p.Operation, OutcomeRetried)
 			continue
 		}
