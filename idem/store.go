@@ -81,6 +81,9 @@ type Policy struct {
 	Timeout time.Duration
 	// Isolation is the business transaction's isolation level; "" is the database default.
 	Isolation pgx.TxIsoLevel
+	// KeySchema is what the spec declares about the key's value (length, pattern, uuid
+	// format), checked before any SQL; nil checks nothing beyond [ParseKey].
+	KeySchema *KeySchema
 }
 
 func (p *Policy) lease() time.Duration {
@@ -145,6 +148,8 @@ type Store struct {
 	observe    Observer
 	cacheable  func(status int) bool
 	maxRetries int
+	render     RejectionRenderer
+	maxBody    int64
 
 	// hookClaimed, when set (tests only), runs after a claim is won and before the
 	// business transaction begins: the window in which an owner can lose its lease.
@@ -187,6 +192,8 @@ func NewStore(pool *pgxpool.Pool, opts ...Option) *Store {
 		observe:    func(string, Outcome) {},
 		cacheable:  func(status int) bool { return status < 500 },
 		maxRetries: DefaultMaxRetries,
+		render:     renderProblemJSON,
+		maxBody:    DefaultMaxBodyBytes,
 	}
 	for _, o := range opts {
 		o(s)
@@ -262,9 +269,18 @@ func (s *Store) Do(ctx context.Context, p *Policy, rawKey *string, parts []Part,
 			return s.reject(p, OutcomeMissingKey, http.StatusBadRequest,
 				fmt.Sprintf("this operation requires an idempotency key (%s)", p.KeySource), 0), nil
 		}
+		if resp := s.bufferBodies(p, parts); resp != nil {
+			return resp, nil
+		}
 		return s.unkeyed(ctx, p, fn)
 	}
 	key, err := ParseKey(*rawKey)
+	if err == nil {
+		err = p.KeySchema.Check(key)
+	}
+	if errors.Is(err, ErrInvalidPattern) {
+		return nil, err
+	}
 	if err != nil {
 		return s.reject(p, OutcomeInvalidKey, http.StatusBadRequest, err.Error(), 0), nil
 	}
@@ -272,14 +288,13 @@ func (s *Store) Do(ctx context.Context, p *Policy, rawKey *string, parts []Part,
 	if err != nil {
 		var pr *Problem
 		if errors.As(err, &pr) {
-			prob := *pr
-			if prob.Title == "" {
-				prob.Title = http.StatusText(prob.Status)
-			}
 			s.observe(p.Operation, OutcomeRejected)
-			return problemResponse(OutcomeRejected, prob, 0), nil
+			return s.problem(OutcomeRejected, *pr, 0), nil
 		}
 		return nil, err
+	}
+	if resp := s.bufferBodies(p, parts); resp != nil {
+		return resp, nil
 	}
 	fp, err := Fingerprint(p.Operation, parts...)
 	if err != nil {
@@ -291,7 +306,7 @@ func (s *Store) Do(ctx context.Context, p *Policy, rawKey *string, parts []Part,
 
 func (s *Store) reject(p *Policy, o Outcome, status int, detail string, retryAfter int) *Response {
 	s.observe(p.Operation, o)
-	return problemResponse(o, Problem{Title: http.StatusText(status), Status: status, Detail: detail}, retryAfter)
+	return s.problem(o, Problem{Status: status, Detail: detail}, retryAfter)
 }
 
 func (c *call) run(ctx context.Context, fn Func) (*Response, error) {

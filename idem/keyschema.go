@@ -1,0 +1,62 @@
+package idem
+
+import (
+	"fmt"
+	"regexp"
+	"sync"
+)
+
+// KeySchema is what an operation's spec declares about the value of its idempotency key
+// (the string schema of the key header, or of the body property holding it). [Store.Do]
+// checks a key against it after [ParseKey] and before any SQL, and answers a key that
+// breaks it with a 400 problem naming the rule. The zero value constrains nothing.
+type KeySchema struct {
+	// MinLength and MaxLength bound the key's length in characters (a key is ASCII, so
+	// bytes); 0 means no bound. MaxKeyLen applies whatever MaxLength says.
+	MinLength int
+	MaxLength int
+	// Pattern is the schema's regular expression, unanchored as in JSON Schema, in the
+	// syntax of Go's regexp (RE2; idemgen refuses a spec pattern it cannot compile).
+	Pattern string
+	// Format "uuid" requires the RFC 9562 text form (8-4-4-4-12 hex digits, any case).
+	// Other formats are not checked.
+	Format string
+
+	once sync.Once
+	re   *regexp.Regexp
+	err  error
+}
+
+var uuidForm = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
+// Check returns nil when key satisfies k, else an error wrapping [ErrInvalidKey] that names
+// the rule. A nil k accepts every key. An error that wraps [ErrInvalidPattern] is k's
+// own: its Pattern does not compile.
+func (k *KeySchema) Check(key string) error {
+	if k == nil {
+		return nil
+	}
+	n := len(key)
+	switch {
+	case k.MinLength > 0 && n < k.MinLength:
+		return fmt.Errorf("%w: %d characters, shorter than the minLength of %d", ErrInvalidKey, n, k.MinLength)
+	case k.MaxLength > 0 && n > k.MaxLength:
+		return fmt.Errorf("%w: %d characters, longer than the maxLength of %d", ErrInvalidKey, n, k.MaxLength)
+	case k.Format == "uuid" && !uuidForm.MatchString(key):
+		return fmt.Errorf("%w: not a UUID (format uuid: 8-4-4-4-12 hex digits)", ErrInvalidKey)
+	}
+	if k.Pattern == "" {
+		return nil
+	}
+	k.once.Do(func() { k.re, k.err = regexp.Compile(k.Pattern) })
+	if k.err != nil {
+		return fmt.Errorf("%w: %q: %v", ErrInvalidPattern, k.Pattern, k.err)
+	}
+	if !k.re.MatchString(key) {
+		return fmt.Errorf("%w: does not match the pattern %q", ErrInvalidKey, k.Pattern)
+	}
+	return nil
+}
+
+// ErrInvalidPattern is wrapped by the error of a [KeySchema] whose Pattern does not compile.
+var ErrInvalidPattern = fmt.Errorf("idem: invalid key pattern")
