@@ -1,19 +1,21 @@
 package gen
 
 import (
+	"bytes"
 	"fmt"
 	"go/ast"
+	"go/format"
 	"go/parser"
 	"go/token"
-	"net/url"
-	"path/filepath"
-	"sort"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
+	"golang.org/x/tools/go/ast/astutil"
 )
 
 // OapiCodegenVersion is the oapi-codegen release that generates the base.
@@ -23,164 +25,31 @@ const OapiCodegenVersion = "v2.8.2"
 // name normaliser in package-level state that each Generate call overwrites.
 var codegenMu sync.Mutex
 
-// loadDoc loads the spec with kin-openapi. Each call returns a fresh document: oapi-codegen
-// rewrites the one it is given (operation ids, pruning).
-func loadDoc(path string, data []byte) (*openapi3.T, error) {
-	loader := openapi3.NewLoader()
-	loader.IncludeOrigin = true
-	loader.IsExternalRefsAllowed = true
-	// Local files only: a generator whose output depends on the network is not reproducible.
-	loader.ReadFromURIFunc = func(l *openapi3.Loader, u *url.URL) ([]byte, error) {
-		if u.Scheme != "" && u.Scheme != "file" {
-			return nil, fmt.Errorf("remote $ref %s: idemgen reads local files only", u)
-		}
-		return openapi3.ReadFromFile(l, u)
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, err
-	}
-	return loader.LoadFromDataWithPath(data, &url.URL{Path: filepath.ToSlash(abs)})
+func readFile(path string) ([]byte, error) { return os.ReadFile(path) }
+
+// base is oapi-codegen's output for the rewritten document, and its operations (for the
+// names the idempotent layer uses).
+type base struct {
+	constraints []string // build constraint lines oapi-codegen put above its header
+	code        string   // unformatted Go source, oapi-codegen's header removed
+	ops         []codegen.OperationDefinition
 }
 
-// component is a named entry of components/* that oapi-codegen turns into a Go type.
-type component struct {
-	section, name string
-	goName        string
-	isRef         bool
-	ext           *map[string]any // where to put x-go-name; nil when it cannot be renamed
-}
-
-func components(doc *openapi3.T) []*component {
-	if doc.Components == nil {
-		return nil
-	}
-	var out []*component
-	add := func(section, name, ref string, ext *map[string]any) {
-		c := &component{section: section, name: name, isRef: ref != ""}
-		c.goName = codegen.SchemaNameToTypeName(name)
-		if ext != nil && !c.isRef {
-			c.ext = ext
-			if v, ok := (*ext)["x-go-name"].(string); ok && v != "" {
-				c.goName = v
-			}
-		}
-		out = append(out, c)
-	}
-	cs := doc.Components
-	for _, n := range sortedKeys(cs.Schemas) {
-		if r := cs.Schemas[n]; r != nil && r.Value != nil {
-			add("schemas", n, r.Ref, &r.Value.Extensions)
-		}
-	}
-	for _, n := range sortedKeys(cs.Parameters) {
-		if r := cs.Parameters[n]; r != nil && r.Value != nil {
-			add("parameters", n, r.Ref, &r.Value.Extensions)
-		}
-	}
-	for _, n := range sortedKeys(cs.Responses) {
-		if r := cs.Responses[n]; r != nil && r.Value != nil {
-			add("responses", n, r.Ref, &r.Value.Extensions)
-		}
-	}
-	for _, n := range sortedKeys(cs.RequestBodies) {
-		if r := cs.RequestBodies[n]; r != nil && r.Value != nil {
-			add("requestBodies", n, r.Ref, &r.Value.Extensions)
-		}
-	}
-	return out
-}
-
-// renames maps "section/name" to the Go type name idemgen assigns with x-go-name.
-type renames map[string]string
-
-func (r renames) apply(comps []*component) {
-	for _, c := range comps {
-		if n, ok := r[c.section+"/"+c.name]; ok && c.ext != nil {
-			if *c.ext == nil {
-				*c.ext = map[string]any{}
-			}
-			(*c.ext)["x-go-name"] = n
-			c.goName = n
-		}
+// baseConfig is the oapi-codegen configuration of the base: models, net/http server,
+// strict server; formatting is left to idemgen, which formats the file once.
+func baseConfig(pkg string) codegen.Configuration {
+	v := "idemgen"
+	return codegen.Configuration{
+		PackageName:          pkg,
+		Generate:             codegen.GenerateOptions{Models: true, StdHTTPServer: true, Strict: true},
+		OutputOptions:        codegen.OutputOptions{SkipFmt: true},
+		NoVCSVersionOverride: &v,
 	}
 }
 
-// resolveTypeCollisions finds components that map to one Go type name ("Foo-Bar" and
-// "FooBar") and renames all but one, keeping the one whose spec name is the Go name, then
-// schemas before other sections, then the first by name. A renamed one gets the first free
-// name of Name2, Name3, ...
-func resolveTypeCollisions(comps []*component, taken map[string]bool, r renames) {
-	groups := map[string][]*component{}
-	for _, c := range comps {
-		taken[c.goName] = true
-		groups[c.goName] = append(groups[c.goName], c)
-	}
-	for _, goName := range sortedKeys(groups) {
-		g := groups[goName]
-		if len(g) < 2 {
-			continue
-		}
-		sort.SliceStable(g, func(i, j int) bool { return keepRank(g[i]) < keepRank(g[j]) })
-		for _, c := range g[1:] {
-			if c.ext == nil {
-				continue // a $ref alias: oapi-codegen dedupes identical ones
-			}
-			n := freeName(goName, taken)
-			r[c.section+"/"+c.name] = n
-			c.goName = n
-		}
-	}
-}
-
-func keepRank(c *component) int {
-	rank := 0
-	if c.ext == nil {
-		return -1 // cannot be renamed: keep it
-	}
-	if c.name != c.goName {
-		rank += 2
-	}
-	if c.section != "schemas" {
-		rank++
-	}
-	return rank
-}
-
-func freeName(base string, taken map[string]bool) string {
-	for i := 2; ; i++ {
-		n := base + strconv.Itoa(i)
-		if !taken[n] {
-			taken[n] = true
-			return n
-		}
-	}
-}
-
-// injectHeaders adds the key header parameter to each marked operation whose spec does
-// not declare it, optional (the idem runtime answers a missing required key with a
-// problem-details 400, which oapi-codegen's own check would not).
-func injectHeaders(doc *openapi3.T, ops []*Op) {
-	for _, o := range ops {
-		if !o.InjectHeader {
-			continue
-		}
-		op := doc.Paths.Value(o.Path).Operations()[o.Method]
-		p := openapi3.NewHeaderParameter(o.KeyHeader).WithSchema(openapi3.NewStringSchema()).
-			WithDescription("Idempotency key of the request (added by idemgen).")
-		op.Parameters = append(op.Parameters, &openapi3.ParameterRef{Value: p})
-	}
-}
-
-// baseResult is oapi-codegen's output and what idemgen needs to know of its names.
-type baseResult struct {
-	code string // formatted Go source, oapi-codegen's header removed
-	ops  []codegen.OperationDefinition
-}
-
-// runCodegen runs oapi-codegen (models, std-http server, strict server). A panic inside it
-// becomes an error.
-func runCodegen(doc *openapi3.T, pkg string) (res baseResult, err error) {
+// generateBase rewrites doc for the base (prepareBase) and runs oapi-codegen on it, once.
+// A panic inside oapi-codegen becomes an error.
+func generateBase(doc *openapi3.T, m *Model, opts Options) (b base, err error) {
 	codegenMu.Lock()
 	defer codegenMu.Unlock()
 	defer func() {
@@ -188,30 +57,68 @@ func runCodegen(doc *openapi3.T, pkg string) (res baseResult, err error) {
 			err = fmt.Errorf("oapi-codegen failed on this spec (panic: %v)", r)
 		}
 	}()
-	cfg := codegen.Configuration{
-		PackageName: pkg,
-		Generate:    codegen.GenerateOptions{Models: true, StdHTTPServer: true, Strict: true},
+	cfg := baseConfig(opts.Package)
+	if err := initCodegen(cfg, doc); err != nil {
+		return b, err
 	}
-	v := "idemgen"
-	cfg.NoVCSVersionOverride = &v
-	code, err := codegen.Generate(doc, cfg)
+	external := opts.Base == BaseExternal
+	if err := prepareBase(doc, m, external); err != nil {
+		return b, err
+	}
+	if !external { // the package has the base already: only its names are needed
+		code, err := codegen.Generate(doc, cfg)
+		if err != nil {
+			return b, fmt.Errorf("oapi-codegen: %w", err)
+		}
+		b.constraints, b.code = stripHeader(code)
+	}
+	b.ops, err = codegen.OperationDefinitions(doc)
 	if err != nil {
-		return res, fmt.Errorf("oapi-codegen: %w", err)
+		return b, fmt.Errorf("oapi-codegen: %w", err)
 	}
-	ops, err := codegen.OperationDefinitions(doc)
-	if err != nil {
-		return res, fmt.Errorf("oapi-codegen: %w", err)
-	}
-	return baseResult{code: code, ops: ops}, nil
+	return b, nil
 }
 
-// topLevel parses Go source and returns how many times each package-level name is
-// declared (methods excluded).
-func topLevel(src string) (map[string]int, error) {
-	f, err := parser.ParseFile(token.NewFileSet(), "base.go", src, parser.SkipObjectResolution)
-	if err != nil {
-		return nil, err
+// initCodegen sets oapi-codegen's package state (options, type mapping, name normaliser,
+// OpenAPI version) for cfg by generating an empty document of doc's version, so that its
+// exported type functions name types as the real run will (see resolveNames).
+func initCodegen(cfg codegen.Configuration, doc *openapi3.T) error {
+	empty := &openapi3.T{OpenAPI: doc.OpenAPI, Info: &openapi3.Info{Title: "init", Version: "0"}, Paths: openapi3.NewPaths()}
+	if _, err := codegen.Generate(empty, cfg); err != nil {
+		return fmt.Errorf("oapi-codegen: %w", err)
 	}
+	return nil
+}
+
+// formatBase puts idemgen's header on the base, checks that it declares every name once,
+// drops the imports oapi-codegen lists but does not use, and formats it: one parse, one
+// print.
+func formatBase(b base, version string) ([]byte, error) {
+	var buf bytes.Buffer
+	for _, c := range b.constraints {
+		buf.WriteString(c + "\n\n")
+	}
+	fmt.Fprintf(&buf, "// Code generated by idemgen %s, DO NOT EDIT.\n", version)
+	fmt.Fprintf(&buf, "// Models, net/http server and strict server generated with oapi-codegen %s.\n\n", OapiCodegenVersion)
+	buf.WriteString(b.code)
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, BaseFile, buf.Bytes(), parser.ParseComments|parser.SkipObjectResolution)
+	if err != nil {
+		return nil, fmt.Errorf("oapi-codegen produced Go that does not parse: %v", err)
+	}
+	if dups := redeclared(f); len(dups) > 0 {
+		return nil, fmt.Errorf("the generated code would declare %s more than once; rename the schema or operation with x-go-name (and report it: idemgen should have)", strings.Join(dups, ", "))
+	}
+	dropUnusedImports(fset, f)
+	buf.Reset()
+	if err := format.Node(&buf, fset, f); err != nil {
+		return nil, fmt.Errorf("formatting %s: %w", BaseFile, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// redeclared returns the package-level names (methods excluded) f declares more than once.
+func redeclared(f *ast.File) []string {
 	names := map[string]int{}
 	for _, d := range f.Decls {
 		switch d := d.(type) {
@@ -234,11 +141,58 @@ func topLevel(src string) (map[string]int, error) {
 			}
 		}
 	}
-	return names, nil
+	var dups []string
+	for _, n := range sortedKeys(names) {
+		if names[n] > 1 {
+			dups = append(dups, n)
+		}
+	}
+	return dups
+}
+
+// dropUnusedImports deletes the imports no selector of f refers to. oapi-codegen lists
+// every import its templates may need; a name it cannot be sure of (a path whose last
+// element is not an identifier) is kept.
+func dropUnusedImports(fset *token.FileSet, f *ast.File) {
+	used := map[string]bool{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok {
+			if id, ok := sel.X.(*ast.Ident); ok {
+				used[id.Name] = true
+			}
+		}
+		return true
+	})
+	for _, imp := range slices.Clone(f.Imports) {
+		path, _ := strconv.Unquote(imp.Path.Value)
+		name := importName(path)
+		if imp.Name != nil {
+			name = imp.Name.Name
+		}
+		if name == "_" || name == "." || !token.IsIdentifier(name) || used[name] {
+			continue
+		}
+		if imp.Name != nil {
+			astutil.DeleteNamedImport(fset, f, imp.Name.Name, path)
+		} else {
+			astutil.DeleteImport(fset, f, path)
+		}
+	}
+}
+
+// importName is the package name an import path conventionally has: its last element,
+// or the one before a major version suffix (".../chi/v5").
+func importName(path string) string {
+	parts := strings.Split(path, "/")
+	name := parts[len(parts)-1]
+	if len(parts) > 1 && len(name) > 1 && name[0] == 'v' && strings.Trim(name[1:], "0123456789") == "" {
+		name = parts[len(parts)-2]
+	}
+	return name
 }
 
 // stripHeader removes what precedes the package clause (oapi-codegen's own "Code
-// generated" comment) and returns the build constraint lines it held.
+// generated" comment), keeping build constraint lines.
 func stripHeader(src string) (constraints []string, rest string) {
 	i := strings.Index(src, "\npackage ")
 	if i < 0 {

@@ -9,12 +9,14 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 )
 
 // checkExternalBase checks, for -base=external, that the Go files already in dir declare
 // what the idempotent layer refers to: StrictServerInterface and each operation's request
 // and response object types, in package pkg.
-func checkExternalBase(dir, pkg string, d *tmplData) error {
+func checkExternalBase(dir, pkg string, ops []codegen.OperationDefinition) error {
 	hint := fmt.Sprintf("-base=%s needs oapi-codegen's output (models, strict-server) for this spec in package %s in %s; generate it there first, or use -base=%s", BaseExternal, pkg, dir, BaseOapiCodegen)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -46,8 +48,10 @@ func checkExternalBase(dir, pkg string, d *tmplData) error {
 	}
 	var missing []string
 	want := []string{"StrictServerInterface"}
-	for _, o := range d.Ops {
-		want = append(want, o.Name+"RequestObject", o.Name+"ResponseObject")
+	for _, o := range ops {
+		if !o.IsAlias {
+			want = append(want, o.OperationId+"RequestObject", o.OperationId+"ResponseObject")
+		}
 	}
 	for _, w := range want {
 		if !decls[w] {

@@ -2,11 +2,12 @@ package gen
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v4"
 )
 
 // Extension names read from the spec.
@@ -32,7 +33,10 @@ type marker struct {
 	required                  field[bool]
 	lease, retention, timeout field[time.Duration]
 	isolation                 field[string]
-	pos                       Pos // of the marker's key
+	fingerprintHeaders        field[[]string]
+	methods                   field[[]string] // x-idempotent-defaults only: mark every operation of these methods
+	pos                       Pos             // of the marker's key, or of the operation's method when marked by methods
+	byMethod                  bool            // marked by x-idempotent-defaults.methods, not by its own marker
 }
 
 type field[T any] struct {
@@ -63,19 +67,24 @@ func (m marker) over(d marker) marker {
 	if !m.isolation.set {
 		m.isolation = d.isolation
 	}
+	if !m.fingerprintHeaders.set {
+		m.fingerprintHeaders = d.fingerprintHeaders
+	}
 	return m
 }
 
-var markerFields = []string{"header", "body", "required", "lease", "retention", "timeout", "isolation"}
+var markerFields = []string{"header", "body", "required", "lease", "retention", "timeout", "isolation", "fingerprint-headers"}
+
+// markableMethods are the methods x-idempotent-defaults.methods may name: the ones that
+// change state. GET, HEAD, OPTIONS and TRACE are safe, idempotent by definition.
+var markableMethods = []string{"post", "put", "patch", "delete"}
 
 // parseMarker reads a marker value: true (all defaults), false (not marked), or an object.
 // name prefixes messages ("x-idempotent", "x-idempotent-defaults"). ok is false when the
 // operation is not marked (false) or the value is in error (reported to errs).
 func (s *source) parseMarker(key, n *yaml.Node, name string, allowBool bool, errs *ErrorList) (m marker, ok bool) {
 	m.pos = s.pos(key)
-	for n.Kind == yaml.AliasNode {
-		n = n.Alias
-	}
+	n = deref(n)
 	switch n.Kind {
 	case yaml.ScalarNode:
 		if allowBool && n.Tag == "!!bool" {
@@ -99,8 +108,7 @@ func (s *source) parseMarker(key, n *yaml.Node, name string, allowBool bool, err
 		fname := name + "." + k.Value
 		p := s.pos(v)
 		if seen[k.Value] {
-			errs.add(s.pos(k), "%s: given twice", fname)
-			continue
+			continue // checkTree reports the duplicate key
 		}
 		seen[k.Value] = true
 		switch k.Value {
@@ -162,14 +170,80 @@ func (s *source) parseMarker(key, n *yaml.Node, name string, allowBool bool, err
 					m.isolation.put(lvl, p)
 				}
 			}
+		case "fingerprint-headers":
+			if list, good := s.headerList(v, fname, errs); good {
+				m.fingerprintHeaders.put(list, p)
+			}
+		case "methods":
+			if allowBool { // an operation's own marker
+				errs.add(s.pos(k), "%s: belongs in %s (it marks every operation of the methods it names)", fname, DefaultsExt)
+				continue
+			}
+			if list, good := s.methodList(v, fname, errs); good {
+				m.methods.put(list, p)
+			}
 		default:
-			errs.add(s.pos(k), "%s: unknown field (want one of %s)", fname, strings.Join(markerFields, ", "))
+			want := markerFields
+			if !allowBool {
+				want = append(slices.Clone(want), "methods")
+			}
+			errs.add(s.pos(k), "%s: unknown field (want one of %s)", fname, strings.Join(want, ", "))
 		}
 	}
 	if m.header.set && m.body.set {
 		errs.add(m.body.pos, "%s: header and body are exclusive: the key comes from one place", name)
 	}
 	return m, len(*errs) == n0
+}
+
+// headerList reads a list of header names.
+func (s *source) headerList(v *yaml.Node, name string, errs *ErrorList) ([]string, bool) {
+	if v.Kind != yaml.SequenceNode {
+		errs.add(s.pos(v), "%s: want a list of header names, got %s", name, describe(v))
+		return nil, false
+	}
+	var out []string
+	ok := true
+	for _, item := range v.Content {
+		h, good := s.str(deref(item), name, errs)
+		switch {
+		case !good:
+			ok = false
+		case !validHeaderName(h):
+			errs.add(s.pos(item), "%s: %q is not a valid HTTP header name (RFC 9110 token)", name, h)
+			ok = false
+		default:
+			out = append(out, h)
+		}
+	}
+	return out, ok
+}
+
+// methodList reads x-idempotent-defaults.methods: a list of markable methods.
+func (s *source) methodList(v *yaml.Node, name string, errs *ErrorList) ([]string, bool) {
+	if v.Kind != yaml.SequenceNode {
+		errs.add(s.pos(v), "%s: want a list of methods (e.g. [post]), got %s", name, describe(v))
+		return nil, false
+	}
+	var out []string
+	ok := true
+	for _, item := range v.Content {
+		m, good := s.str(deref(item), name, errs)
+		lower := strings.ToLower(m)
+		switch {
+		case !good:
+			ok = false
+		case lower == "get" || lower == "head" || lower == "options" || lower == "trace":
+			errs.add(s.pos(item), "%s: %s is a safe method, idempotent by definition; name methods that change state (%s)", name, strings.ToUpper(m), strings.Join(markableMethods, ", "))
+			ok = false
+		case !slices.Contains(markableMethods, lower):
+			errs.add(s.pos(item), "%s: %q is not a method idemgen marks (want %s)", name, m, strings.Join(markableMethods, ", "))
+			ok = false
+		default:
+			out = append(out, lower)
+		}
+	}
+	return out, ok
 }
 
 func (s *source) str(v *yaml.Node, name string, errs *ErrorList) (string, bool) {
@@ -218,6 +292,8 @@ func validHeaderName(s string) bool {
 }
 
 // readMarkers reads the document defaults and every operation's marker, in file order.
+// An operation without a marker whose method x-idempotent-defaults.methods names is
+// marked too; x-idempotent: false opts it out.
 func (s *source) readMarkers(errs *ErrorList) (defaults marker, ops []opMarker) {
 	if k, v := s.lookup(DefaultsExt); v != nil {
 		defaults, _ = s.parseMarker(k, v, DefaultsExt, false, errs)
@@ -227,20 +303,26 @@ func (s *source) readMarkers(errs *ErrorList) (defaults marker, ops []opMarker) 
 		return defaults, nil
 	}
 	for i := 0; i+1 < len(paths.Content); i += 2 {
-		path, item := paths.Content[i].Value, paths.Content[i+1]
+		path, item := paths.Content[i].Value, deref(paths.Content[i+1])
 		if k, _ := entry(item, MarkerExt); k != nil {
 			errs.add(s.pos(k), "%s: belongs on an operation (get, post, ...), not on the path item %s", MarkerExt, path)
 		}
-		if item.Kind != yaml.MappingNode {
+		if item == nil || item.Kind != yaml.MappingNode {
 			continue
 		}
 		for j := 0; j+1 < len(item.Content); j += 2 {
-			method, op := strings.ToLower(item.Content[j].Value), item.Content[j+1]
+			methodKey, op := item.Content[j], item.Content[j+1]
+			method := strings.ToLower(methodKey.Value)
 			if !httpMethods[method] {
 				continue
 			}
 			k, v := entry(op, MarkerExt)
 			if k == nil {
+				if slices.Contains(defaults.methods.v, method) {
+					m := defaults
+					m.pos, m.byMethod = s.pos(methodKey), true
+					ops = append(ops, opMarker{path: path, method: method, m: m})
+				}
 				continue
 			}
 			m, ok := s.parseMarker(k, v, MarkerExt, true, errs)
@@ -272,26 +354,6 @@ func humanDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
-}
-
-// goDuration prints d as a Go expression: 30 * time.Second, 24 * time.Hour.
-func goDuration(d time.Duration) string {
-	units := []struct {
-		d    time.Duration
-		name string
-	}{
-		{time.Hour, "time.Hour"}, {time.Minute, "time.Minute"}, {time.Second, "time.Second"},
-		{time.Millisecond, "time.Millisecond"}, {time.Microsecond, "time.Microsecond"},
-	}
-	for _, u := range units {
-		if d%u.d == 0 {
-			if d == u.d {
-				return u.name
-			}
-			return fmt.Sprintf("%d * %s", d/u.d, u.name)
-		}
-	}
-	return fmt.Sprintf("%d", int64(d))
 }
 
 func sortedKeys[V any](m map[string]V) []string {

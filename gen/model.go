@@ -2,33 +2,72 @@ package gen
 
 import (
 	"fmt"
-	"mime"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
-	"gopkg.in/yaml.v3"
 )
 
-// Op is a marked operation with its resolved policy: the typed model the templates render.
-type Op struct {
-	Method    string // upper case: POST
-	Path      string
-	Operation string // the stored operation name: the spec's operationId, else "POST /path"
-	Pos       Pos    // of the x-idempotent key
+// Model is what idemgen generates from: every marked operation with its resolved policy,
+// in file order. It holds no Go source; render turns it into code with oapi-codegen's
+// names.
+type Model struct {
+	Ops []*Operation
+	// Unmarked lists operations that x-idempotent-defaults.methods names but that cannot
+	// be marked (a streaming response), for the warning and the generated file's comment.
+	Unmarked []Skipped
+}
 
-	// Key source: exactly one of KeyHeader and KeyBody is set.
-	KeyHeader string // header name, as the spec (or the marker) spells it
-	KeyBody   string // JSON pointer into the request body
-	// InjectHeader is set when the spec does not declare the key header: idemgen adds it
-	// to the operation as an optional header parameter so it reaches the Params struct.
-	InjectHeader bool
+// Skipped is an operation the document defaults would mark but idemgen leaves unmarked.
+type Skipped struct {
+	Method, Path string
+	Why          string
+}
 
-	Required  bool
+// Operation is a marked operation and its policy.
+type Operation struct {
+	Method string // upper case: POST
+	Path   string
+	// Name is the stored operation name (idem.Policy.Operation): the spec's operationId,
+	// else "POST /path".
+	Name     string
+	Pos      Pos  // of the x-idempotent key, or of the method when marked by the defaults
+	ByMethod bool // marked by x-idempotent-defaults.methods
+
+	Key       Key
+	Required  bool // a request without a key is answered 400
 	Lease     time.Duration
 	Retention time.Duration
 	Timeout   time.Duration // zero: none
 	Isolation string        // "" (database default), "serializable", ...
+
+	// FingerprintHeaders are the declared header parameters (spec spelling) that are part
+	// of the fingerprint; OtherHeaders the declared ones that are not (the key excluded).
+	FingerprintHeaders []string
+	OtherHeaders       []string
+	// OwnErrors are the statuses among the protocol's rejections (400, 409, 413, 422)
+	// for which the operation declares a body in its own shape (not problem+json).
+	OwnErrors []string
+}
+
+// Key is where an operation's idempotency key comes from, and what the spec says of it.
+type Key struct {
+	Header string // header name as the spec (or the marker) spells it; "" for a body key
+	Body   string // JSON pointer into the request body; "" for a header key
+	// Declared: the spec declares the header parameter. When it does not, idemgen adds it
+	// (optional, string) to the base it writes.
+	Declared bool
+	Schema   KeySchema
+}
+
+// KeySchema is what the key's declared schema constrains, enforced by the protocol
+// before any SQL. Zero values constrain nothing.
+type KeySchema struct {
+	MinLength uint64
+	MaxLength uint64 // 0: none (the protocol's own 255-byte limit remains)
+	Pattern   string // ECMA-262 as written in the spec; checked to compile as Go regexp
+	Format    string // "uuid" is enforced; other formats are carried for the comment only
 }
 
 // Lease and Retention defaults: the idem runtime's.
@@ -37,9 +76,13 @@ const (
 	DefaultRetention = 24 * time.Hour
 )
 
-// buildOps checks each marker against the loaded document and resolves it into an Op.
-func (s *source) buildOps(doc *openapi3.T, markers []opMarker, errs *ErrorList) []*Op {
-	var ops []*Op
+// protocolRejections are the statuses the protocol answers with on its own.
+var protocolRejections = []string{"400", "409", "413", "422"}
+
+// buildModel checks each marker against the loaded document and resolves it into an
+// Operation; every problem is added to errs.
+func (s *source) buildModel(doc *openapi3.T, markers []opMarker, errs *ErrorList) *Model {
+	m := &Model{}
 	for _, om := range markers {
 		item := doc.Paths.Value(om.path)
 		if item == nil {
@@ -49,185 +92,156 @@ func (s *source) buildOps(doc *openapi3.T, markers []opMarker, errs *ErrorList) 
 		if op == nil {
 			continue
 		}
-		m := om.m
-		o := &Op{
-			Method:    strings.ToUpper(om.method),
-			Path:      om.path,
-			Operation: op.OperationID,
-			Pos:       m.pos,
-			Lease:     DefaultLease,
-			Retention: DefaultRetention,
-			Required:  m.required.v,
-			Timeout:   m.timeout.v,
-			Isolation: m.isolation.v,
-		}
-		if o.Operation == "" {
-			o.Operation = o.Method + " " + o.Path
-		}
-		if m.lease.set {
-			o.Lease = m.lease.v
-		}
-		if m.retention.set {
-			o.Retention = m.retention.v
-		}
-		if o.Retention < o.Lease {
-			at := m.retention.pos
-			if !m.retention.set {
-				at = m.lease.pos
-			}
-			errs.add(at, "%s.retention: %s is shorter than the lease (%s): a completed answer must be replayable for at least as long as a claim can block retries", MarkerExt, humanDuration(o.Retention), humanDuration(o.Lease))
-			continue
-		}
-		if o.Method == "GET" || o.Method == "HEAD" || o.Method == "OPTIONS" || o.Method == "TRACE" {
-			errs.add(m.pos, "%s: %s %s is a safe method, idempotent by definition; mark operations that change state (POST, PUT, PATCH, DELETE)", MarkerExt, o.Method, o.Path)
-			continue
-		}
-		params := append(openapi3.Parameters{}, item.Parameters...)
-		params = append(params, op.Parameters...)
-		body := jsonBodySchema(op)
-		hasInput := op.RequestBody != nil && op.RequestBody.Value != nil
-		for _, p := range params {
-			if p.Value != nil && (p.Value.In == openapi3.ParameterInPath || p.Value.In == openapi3.ParameterInQuery) {
-				hasInput = true
-			}
-		}
-		if !hasInput {
-			errs.add(m.pos, "%s: %s %s has no request to fingerprint: no path or query parameters and no request body (a retry with other input could not be told apart)", MarkerExt, o.Method, o.Path)
-			continue
-		}
-		if m.body.set {
-			o.KeyBody = m.body.v
-			if body == nil {
-				errs.add(m.body.pos, "%s.body: %s %s has no JSON request body to read the key from", MarkerExt, o.Method, o.Path)
+		if ct := streamingResponse(op); ct != "" {
+			if om.m.byMethod {
+				m.Unmarked = append(m.Unmarked, Skipped{Method: strings.ToUpper(om.method), Path: om.path,
+					Why: fmt.Sprintf("its %s response is a stream, which cannot be recorded and replayed", ct)})
 				continue
 			}
-			if cts := sortedKeys(op.RequestBody.Value.Content); len(cts) > 1 {
-				errs.add(m.body.pos, "%s.body: %s %s accepts several request content types (%s); a key in the body is read from one JSON body only: accept only that one, or take the key from a header",
-					MarkerExt, o.Method, o.Path, strings.Join(cts, ", "))
-				continue
-			}
-			if msg := checkPointer(body, m.body.v); msg != "" {
-				errs.add(m.body.pos, "%s.body: %s", MarkerExt, msg)
-				continue
-			}
-		} else {
-			o.KeyHeader = "Idempotency-Key"
-			if m.header.set {
-				o.KeyHeader = m.header.v
-			}
-			declared := findHeader(params, o.KeyHeader)
-			if declared == nil {
-				o.InjectHeader = true
-			} else {
-				o.KeyHeader = declared.Name
-				if declared.Required {
-					if m.required.set && !m.required.v {
-						errs.add(m.required.pos, "%s.required: false, but the spec declares header %s as required: true", MarkerExt, declared.Name)
-						continue
-					}
-					o.Required = true
-				}
-				if sch := declared.Schema; sch == nil || sch.Value == nil || !sch.Value.Type.Permits(openapi3.TypeString) ||
-					sch.Value.Format != "" || len(sch.Value.Enum) > 0 || sch.Value.Extensions["x-go-type"] != nil {
-					p := m.pos
-					if m.header.set {
-						p = m.header.pos
-					}
-					errs.add(p, "%s.header: the declared header parameter %q must have a plain string schema (no format, enum or x-go-type) to carry the key", MarkerExt, declared.Name)
-					continue
-				}
-			}
+			errs.add(om.m.pos, "%s: %s %s answers with a stream (%s): a stream cannot be recorded and replayed; leave the operation unmarked, or drop the streaming response",
+				MarkerExt, strings.ToUpper(om.method), om.path, ct)
+			continue
 		}
-		ops = append(ops, o)
+		if o := s.buildOperation(om, item, op, errs); o != nil {
+			m.Ops = append(m.Ops, o)
+		}
 	}
-	return ops
+	return m
 }
 
-// checkRefPathItems reports markers that readMarkers could not see: on the operations of a
-// path item that is a $ref (to another file, or to components/pathItems). Ignoring them
-// would leave a marked operation without idempotency.
-func (s *source) checkRefPathItems(doc *openapi3.T, errs *ErrorList) {
-	_, paths := s.lookup("paths")
-	if paths == nil || paths.Kind != yaml.MappingNode {
-		return
+func (s *source) buildOperation(om opMarker, item *openapi3.PathItem, op *openapi3.Operation, errs *ErrorList) *Operation {
+	mk := om.m
+	o := &Operation{
+		Method:    strings.ToUpper(om.method),
+		Path:      om.path,
+		Name:      op.OperationID,
+		Pos:       mk.pos,
+		ByMethod:  mk.byMethod,
+		Lease:     DefaultLease,
+		Retention: DefaultRetention,
+		Required:  mk.required.v,
+		Timeout:   mk.timeout.v,
+		Isolation: mk.isolation.v,
 	}
-	for i := 0; i+1 < len(paths.Content); i += 2 {
-		path := paths.Content[i].Value
-		_, ref := entry(paths.Content[i+1], "$ref")
-		item := doc.Paths.Value(path)
-		if ref == nil || item == nil {
-			continue
-		}
-		for _, method := range sortedKeys(item.Operations()) {
-			if v, ok := item.Operations()[method].Extensions[MarkerExt]; ok && v != false {
-				errs.add(s.pos(ref), "%s: %s %s is marked in the path item this $ref names; idemgen reads markers in the spec file only: move the path item here", MarkerExt, method, path)
-			}
-		}
+	if o.Name == "" {
+		o.Name = o.Method + " " + o.Path
 	}
+	if mk.lease.set {
+		o.Lease = mk.lease.v
+	}
+	if mk.retention.set {
+		o.Retention = mk.retention.v
+	}
+	if o.Retention < o.Lease {
+		at := mk.retention.pos
+		if !mk.retention.set {
+			at = mk.lease.pos
+		}
+		errs.add(at, "%s.retention: %s is shorter than the lease (%s): a completed answer must be replayable for at least as long as a claim can block retries", MarkerExt, humanDuration(o.Retention), humanDuration(o.Lease))
+		return nil
+	}
+	if o.Method == "GET" || o.Method == "HEAD" || o.Method == "OPTIONS" || o.Method == "TRACE" {
+		errs.add(mk.pos, "%s: %s %s is a safe method, idempotent by definition; mark operations that change state (POST, PUT, PATCH, DELETE)", MarkerExt, o.Method, o.Path)
+		return nil
+	}
+	params := operationParams(item, op)
+	n0 := len(*errs)
+	if mk.body.set {
+		s.bodyKey(o, mk, op, errs)
+	} else {
+		s.headerKey(o, mk, params, errs)
+	}
+	s.fingerprintHeaders(o, mk, params, errs)
+	if len(*errs) > n0 {
+		return nil
+	}
+	o.OwnErrors = ownErrorShapes(op)
+	return o
 }
 
-// findHeader returns the header parameter named name (case-insensitively), or nil.
-func findHeader(params openapi3.Parameters, name string) *openapi3.Parameter {
+// ownErrorShapes returns the protocol's rejection statuses for which op declares a
+// response body other than problem+json: the spec's own error shape.
+func ownErrorShapes(op *openapi3.Operation) []string {
+	var out []string
+	for _, status := range protocolRejections {
+		r := op.Responses.Value(status)
+		if r == nil || r.Value == nil || len(r.Value.Content) == 0 {
+			continue
+		}
+		if r.Value.Content.Get("application/problem+json") == nil {
+			out = append(out, status)
+		}
+	}
+	return out
+}
+
+// fingerprintHeaders resolves the marker's fingerprint-headers against the declared header
+// parameters, and lists the declared ones left out.
+func (s *source) fingerprintHeaders(o *Operation, mk marker, params openapi3.Parameters, errs *ErrorList) {
+	for _, h := range mk.fingerprintHeaders.v {
+		p := findParam(params, openapi3.ParameterInHeader, h)
+		switch {
+		case p == nil:
+			errs.add(mk.fingerprintHeaders.pos, "%s.fingerprint-headers: %s %s declares no header parameter %s (only declared headers reach the handler)", MarkerExt, o.Method, o.Path, h)
+		case o.Key.Header != "" && strings.EqualFold(p.Name, o.Key.Header):
+			errs.add(mk.fingerprintHeaders.pos, "%s.fingerprint-headers: %s is the idempotency key, not a part of the request it identifies", MarkerExt, p.Name)
+		default:
+			o.FingerprintHeaders = append(o.FingerprintHeaders, p.Name)
+		}
+	}
 	for _, p := range params {
-		if p.Value != nil && p.Value.In == openapi3.ParameterInHeader && strings.EqualFold(p.Value.Name, name) {
+		if p.Value == nil || p.Value.In != openapi3.ParameterInHeader {
+			continue
+		}
+		name := p.Value.Name
+		if strings.EqualFold(name, o.Key.Header) || slices.Contains(o.FingerprintHeaders, name) {
+			continue
+		}
+		o.OtherHeaders = append(o.OtherHeaders, name)
+	}
+}
+
+// operationParams returns the parameters of op: the path item's, overridden by the
+// operation's own of the same name and location.
+func operationParams(item *openapi3.PathItem, op *openapi3.Operation) openapi3.Parameters {
+	var out openapi3.Parameters
+	for _, p := range item.Parameters {
+		if p.Value != nil && op.Parameters.GetByInAndName(p.Value.In, p.Value.Name) != nil {
+			continue
+		}
+		out = append(out, p)
+	}
+	return append(out, op.Parameters...)
+}
+
+// findParam returns the parameter in location in named name (case-insensitively: HTTP
+// header names are), or nil.
+func findParam(params openapi3.Parameters, in, name string) *openapi3.Parameter {
+	for _, p := range params {
+		if p.Value != nil && p.Value.In == in && strings.EqualFold(p.Value.Name, name) {
 			return p.Value
 		}
 	}
 	return nil
 }
 
-// jsonBodySchema returns the schema of the operation's JSON request body, or nil.
-func jsonBodySchema(op *openapi3.Operation) *openapi3.Schema {
-	if op.RequestBody == nil || op.RequestBody.Value == nil {
-		return nil
+// streamingResponse returns the first streaming content type among op's responses
+// (oapi-codegen's streaming set: text/event-stream, JSON lines), or "".
+func streamingResponse(op *openapi3.Operation) string {
+	if op.Responses == nil {
+		return ""
 	}
-	for _, ct := range sortedKeys(op.RequestBody.Value.Content) {
-		mt, _, err := mime.ParseMediaType(ct)
-		if err != nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+	for _, code := range sortedKeys(op.Responses.Map()) {
+		r := op.Responses.Value(code)
+		if r == nil || r.Value == nil {
 			continue
 		}
-		if m := op.RequestBody.Value.Content[ct]; m != nil && m.Schema != nil && m.Schema.Value != nil {
-			return m.Schema.Value
-		}
-	}
-	return nil
-}
-
-// checkPointer checks that the JSON pointer names a string property of schema; it returns
-// the problem, or "".
-func checkPointer(schema *openapi3.Schema, ptr string) string {
-	cur := schema
-	for _, tok := range strings.Split(ptr[1:], "/") {
-		tok = strings.NewReplacer("~1", "/", "~0", "~").Replace(tok)
-		next := property(cur, tok)
-		if next == nil {
-			return fmt.Sprintf("%q: the request body schema has no property %q there", ptr, tok)
-		}
-		cur = next
-	}
-	if !cur.Type.Permits(openapi3.TypeString) || cur.Type.IsEmpty() {
-		return fmt.Sprintf("%q: the property is %s, and a key must be a string", ptr, typeName(cur))
-	}
-	return ""
-}
-
-func property(s *openapi3.Schema, name string) *openapi3.Schema {
-	if p := s.Properties[name]; p != nil && p.Value != nil {
-		return p.Value
-	}
-	for _, sub := range s.AllOf {
-		if sub.Value != nil {
-			if p := property(sub.Value, name); p != nil {
-				return p
+		for _, ct := range sortedKeys(r.Value.Content) {
+			switch mediaType(ct) {
+			case "text/event-stream", "application/jsonl", "application/x-ndjson":
+				return ct
 			}
 		}
 	}
-	return nil
-}
-
-func typeName(s *openapi3.Schema) string {
-	if s.Type.IsEmpty() {
-		return "untyped"
-	}
-	return "of type " + strings.Join(s.Type.Slice(), "|")
+	return ""
 }

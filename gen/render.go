@@ -1,168 +1,283 @@
 package gen
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
+	"text/template"
+	"time"
 
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
+	"golang.org/x/tools/imports"
+
+	"github.com/idemgen/idemgen/templates"
 )
 
-// tmplData is what templates/idempotent.go.tmpl renders.
-type tmplData struct {
-	Version      string
-	Package      string
-	Spec         string // base name of the spec file
-	Ops          []*tmplOp
-	HasMarked    bool
-	HasUnmarked  bool
-	ExternalBase bool
+// layer is what templates/idempotent.go.tmpl renders: oapi-codegen's Go names joined with
+// the model. It holds names and flags, no Go source.
+type layer struct {
+	Version  string
+	Package  string
+	Spec     string // base name of the spec file
+	Ops      []*layerOp
+	Marked   bool // some operation is marked
+	Unmarked bool // some operation is not
+	Skipped  []Skipped
 }
 
-// tmplOp is one operation as the template needs it: oapi-codegen's Go names plus, for a
-// marked one, the policy.
-type tmplOp struct {
-	Name   string // Go name: AddPet (oapi-codegen's)
+// layerOp is one operation: its Go name and, when marked, its policy.
+type layerOp struct {
+	Name   string // oapi-codegen's Go name: AddPet
 	Method string
 	Path   string
-	Marked bool
-
-	// Marked operations only.
-	PolicyVar string   // addPetPolicy
-	Comment   []string // the policy in words, for reviewers
-	Operation string   // Policy.Operation
-	KeySource string   // Policy.KeySource
-	Required  bool
-	Lease     string // Go expressions
-	Retention string
-	Timeout   string // "" when none
-	Isolation string // "" when the database default
-	KeyExpr   string // Go expression of type *string: the header field, or key (read from the body)
-	BodyKey   string // JSON pointer (body keys)
-	BodyField string // request object field holding the decoded body, for BodyKey
-	Parts     []tmplPart
+	Policy *policy // nil when unmarked
 }
 
-type tmplPart struct{ Name, Expr string }
+// policy is a marked operation's idem.Policy and the request fields it reads.
+type policy struct {
+	Var       string   // addPetPolicy
+	Comment   []string // the policy in words, for reviewers
+	Op        *Operation
+	Isolation string // pgx constant, "" for the database default
+	Key       keyField
+	Parts     []part
+	Buffers   []buffer // bodies read into memory before the protocol runs
+}
 
-func buildTemplateData(opts Options, ops []*Op, defs []codegen.OperationDefinition) (*tmplData, error) {
-	d := &tmplData{Version: opts.Version, Package: opts.Package, ExternalBase: opts.Base == BaseExternal}
-	d.Spec = baseName(opts.Spec)
-	byRoute := map[string]*Op{}
-	for _, o := range ops {
+// keyField is where the handler reads the raw key.
+type keyField struct {
+	Field     string // Params field of a header key
+	Pointer   bool   // the field is a pointer
+	Stringer  bool   // the field is not a string (-base=external: format uuid): idem.StringKey
+	Body      string // JSON pointer of a body key
+	BodyField string // request field of the decoded JSON body holding it
+}
+
+// part is one fingerprint input: a request field.
+type part struct {
+	Name  string // "path id", "query limit", "header X-Dry-Run", "body"
+	Field string // request.<Field>, or the buffer variable when Buffered
+	Var   bool   // Field is a local variable (a buffered body)
+}
+
+// buffer is a body the protocol reads into memory (bounded) to fingerprint it; the
+// business method gets a fresh reader over the buffered bytes.
+type buffer struct {
+	Var   string // local variable
+	Field string // request field
+	Kind  string // "Multipart" or "Reader" (idem.BufferMultipart, idem.BufferReader)
+}
+
+var tmpl = template.Must(template.New("").Funcs(template.FuncMap{
+	"quote":    func(s string) string { return fmt.Sprintf("%q", s) },
+	"duration": goDuration,
+}).ParseFS(templates.FS, "*.tmpl"))
+
+// render builds the layer from the model and oapi-codegen's operations, and renders it.
+func render(opts Options, m *Model, ops []codegen.OperationDefinition) ([]byte, error) {
+	l, err := buildLayer(opts, m, ops)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := tmpl.ExecuteTemplate(&b, "idempotent.go.tmpl", l); err != nil {
+		return nil, fmt.Errorf("rendering %s: %w", IdempotentFile, err)
+	}
+	// Every import the template may use is listed: imports.Process only removes the unused
+	// ones and never searches for packages.
+	out, err := imports.Process(IdempotentFile, b.Bytes(), &imports.Options{Comments: true, TabIndent: true, TabWidth: 8})
+	if err != nil {
+		return nil, fmt.Errorf("formatting %s: %w\n%s", IdempotentFile, err, b.Bytes())
+	}
+	return out, nil
+}
+
+func buildLayer(opts Options, m *Model, defs []codegen.OperationDefinition) (*layer, error) {
+	l := &layer{Version: opts.Version, Package: opts.Package, Spec: baseName(opts.Spec), Skipped: m.Unmarked}
+	byRoute := map[string]*Operation{}
+	for _, o := range m.Ops {
 		byRoute[o.Method+" "+o.Path] = o
 	}
 	var errs ErrorList
-	seen := map[string]bool{}
+	seen := map[*Operation]bool{}
 	for i := range defs {
 		def := &defs[i]
 		if def.IsAlias {
 			continue
 		}
-		t := &tmplOp{Name: def.OperationId, Method: strings.ToUpper(def.Method), Path: def.Path}
-		d.Ops = append(d.Ops, t)
-		o := byRoute[t.Method+" "+t.Path]
+		lo := &layerOp{Name: def.OperationId, Method: strings.ToUpper(def.Method), Path: def.Path}
+		l.Ops = append(l.Ops, lo)
+		o := byRoute[lo.Method+" "+lo.Path]
 		if o == nil {
-			d.HasUnmarked = true
+			l.Unmarked = true
 			continue
 		}
-		seen[t.Method+" "+t.Path] = true
-		d.HasMarked = true
-		t.Marked = true
-		t.PolicyVar = lowerFirst(def.OperationId) + "Policy"
-		t.Operation = o.Operation
-		t.Required = o.Required
-		t.Lease = goDuration(o.Lease)
-		t.Retention = goDuration(o.Retention)
-		if o.Timeout > 0 {
-			t.Timeout = goDuration(o.Timeout)
-		}
-		if o.Isolation != "" {
-			t.Isolation = isolationLevels[o.Isolation]
-		}
-		req := "optional"
-		if o.Required {
-			req = "required"
-		}
-		if o.KeyBody != "" {
-			t.KeySource = "body " + o.KeyBody
-			t.KeyExpr = "key" // declared by the template from BodyKey
-		} else {
-			t.KeySource = "header " + o.KeyHeader
-			var key *codegen.ParameterDefinition
-			for j := range def.HeaderParams {
-				if strings.EqualFold(def.HeaderParams[j].ParamName, o.KeyHeader) {
-					key = &def.HeaderParams[j]
-				}
-			}
-			if key == nil {
-				errs.add(o.Pos, "%s: internal error: header %s is not among the parameters oapi-codegen generated", MarkerExt, o.KeyHeader)
-				continue
-			}
-			t.KeyExpr = "request.Params." + key.GoName()
-			if !key.HasOptionalPointer() {
-				t.KeyExpr = "&" + t.KeyExpr
-			}
-		}
-		src := t.KeySource
-		if o.InjectHeader {
-			src += " (not in the spec: added by idemgen)"
-		}
-		timeout, iso := "no timeout", "database default isolation"
-		if o.Timeout > 0 {
-			timeout = "timeout " + humanDuration(o.Timeout)
-		}
-		if o.Isolation != "" {
-			iso = o.Isolation + " isolation"
-		}
-		t.Comment = []string{
-			fmt.Sprintf("%s is the idempotency policy of %s (%s %s):", t.PolicyVar, o.Operation, t.Method, t.Path),
-			fmt.Sprintf("key from %s, %s;", src, req),
-			fmt.Sprintf("lease %s, retention %s, %s, %s.", humanDuration(o.Lease), humanDuration(o.Retention), timeout, iso),
-		}
-
-		// Fingerprint: path parameters, query parameters, the decoded body; not headers
-		// (the key itself, tracing, auth) nor cookies.
-		for _, p := range def.PathParams {
-			t.Parts = append(t.Parts, tmplPart{Name: "path " + p.ParamName, Expr: "request." + p.GoName()})
-		}
-		for _, p := range def.QueryParams {
-			t.Parts = append(t.Parts, tmplPart{Name: "query " + p.ParamName, Expr: "request.Params." + p.GoName()})
-		}
-		multi := len(def.Bodies) > 1
-		for _, b := range def.Bodies {
-			fieldName := "Body"
-			if multi {
-				fieldName = b.NameTag + "Body"
-			}
-			if b.NameTag == "" || b.NameTag == "Multipart" {
-				errs.add(o.Pos, "%s: the %s request body of %s %s is read as a stream and cannot be fingerprinted; idempotent operations take JSON, form or text bodies", MarkerExt, b.ContentType, t.Method, t.Path)
-				continue
-			}
-			name := "body"
-			if multi {
-				name = "body " + b.ContentType
-			}
-			t.Parts = append(t.Parts, tmplPart{Name: name, Expr: "request." + fieldName})
-			if o.KeyBody != "" && b.IsJSON() && t.BodyField == "" {
-				t.BodyField = "request." + fieldName
-			}
-		}
-		if o.KeyBody != "" {
-			t.BodyKey = o.KeyBody
-			if t.BodyField == "" {
-				errs.add(o.Pos, "%s.body: %s %s has no JSON request body to read the key from", MarkerExt, t.Method, t.Path)
-			}
-		}
+		seen[o] = true
+		l.Marked = true
+		lo.Policy = buildPolicy(def, o, &errs)
 	}
-	for _, o := range ops {
-		if !seen[o.Method+" "+o.Path] {
+	for _, o := range m.Ops {
+		if !seen[o] {
 			errs.add(o.Pos, "%s: internal error: oapi-codegen generated no handler for %s %s", MarkerExt, o.Method, o.Path)
 		}
 	}
 	if err := errs.err(); err != nil {
 		return nil, err
 	}
-	return d, nil
+	return l, nil
+}
+
+func buildPolicy(def *codegen.OperationDefinition, o *Operation, errs *ErrorList) *policy {
+	p := &policy{Var: lowerFirst(def.OperationId) + "Policy", Op: o}
+	if o.Isolation != "" {
+		p.Isolation = isolationLevels[o.Isolation]
+	}
+	if o.Key.Header != "" {
+		param := findParamDef(def.HeaderParams, o.Key.Header)
+		if param == nil {
+			errs.add(o.Pos, "%s: internal error: header %s is not among the parameters oapi-codegen generated", MarkerExt, o.Key.Header)
+			return p
+		}
+		p.Key = keyField{Field: param.GoName(), Pointer: param.HasOptionalPointer(), Stringer: param.Schema.TypeDecl() != "string"}
+	} else {
+		p.Key.Body = o.Key.Body
+	}
+	for _, pp := range def.PathParams {
+		p.Parts = append(p.Parts, part{Name: "path " + pp.ParamName, Field: pp.GoName()})
+	}
+	for _, q := range def.QueryParams {
+		p.Parts = append(p.Parts, part{Name: "query " + q.ParamName, Field: "Params." + q.GoName()})
+	}
+	for _, h := range o.FingerprintHeaders {
+		if param := findParamDef(def.HeaderParams, h); param != nil {
+			p.Parts = append(p.Parts, part{Name: "header " + param.ParamName, Field: "Params." + param.GoName()})
+		}
+	}
+	p.bodies(def)
+	if p.Key.Body != "" && p.Key.BodyField == "" {
+		errs.add(o.Pos, "%s.body: %s %s has no JSON request body to read the key from", MarkerExt, o.Method, o.Path)
+	}
+	p.Comment = policyComment(p.Var, o)
+	return p
+}
+
+// bodies adds the request bodies to the fingerprint: decoded ones as they are, streamed
+// ones (multipart, raw bytes) through a buffer.
+func (p *policy) bodies(def *codegen.OperationDefinition) {
+	multi := len(def.Bodies) > 1
+	for _, b := range def.Bodies {
+		field := "Body"
+		name := "body"
+		if multi {
+			field = b.NameTag + "Body"
+			name = "body " + b.ContentType
+		}
+		switch b.NameTag {
+		case "Multipart", "":
+			kind := "Multipart"
+			if b.NameTag == "" {
+				kind = "Reader"
+			}
+			v := lowerFirst(field)
+			p.Buffers = append(p.Buffers, buffer{Var: v, Field: field, Kind: kind})
+			p.Parts = append(p.Parts, part{Name: name, Field: v, Var: true})
+		default:
+			p.Parts = append(p.Parts, part{Name: name, Field: field})
+			if p.Key.Body != "" && b.IsJSON() && p.Key.BodyField == "" {
+				p.Key.BodyField = field
+			}
+		}
+	}
+}
+
+func findParamDef(params []codegen.ParameterDefinition, name string) *codegen.ParameterDefinition {
+	for i := range params {
+		if strings.EqualFold(params[i].ParamName, name) {
+			return &params[i]
+		}
+	}
+	return nil
+}
+
+// policyComment states the policy in words, for reviewers of the generated code.
+func policyComment(v string, o *Operation) []string {
+	src := "header " + o.Key.Header
+	switch {
+	case o.Key.Body != "":
+		src = "body " + o.Key.Body
+	case !o.Key.Declared:
+		src += " (not in the spec: added by idemgen)"
+	}
+	req := "optional"
+	if o.Required {
+		req = "required"
+	}
+	timeout, iso := "no timeout", "database default isolation"
+	if o.Timeout > 0 {
+		timeout = "timeout " + humanDuration(o.Timeout)
+	}
+	if o.Isolation != "" {
+		iso = o.Isolation + " isolation"
+	}
+	how := ""
+	if o.ByMethod {
+		how = ", marked by " + DefaultsExt + ".methods"
+	}
+	lines := []string{
+		fmt.Sprintf("%s is the idempotency policy of %s (%s %s%s):", v, o.Name, o.Method, o.Path, how),
+		fmt.Sprintf("key from %s, %s%s;", src, req, keyConstraints(o.Key.Schema)),
+		fmt.Sprintf("lease %s, retention %s, %s, %s.", humanDuration(o.Lease), humanDuration(o.Retention), timeout, iso),
+	}
+	if len(o.FingerprintHeaders) > 0 {
+		lines = append(lines, fmt.Sprintf("Headers in the fingerprint: %s.", strings.Join(o.FingerprintHeaders, ", ")))
+	}
+	if len(o.OtherHeaders) > 0 {
+		lines = append(lines, fmt.Sprintf("Declared headers outside the fingerprint (a retry may change them): %s.", strings.Join(o.OtherHeaders, ", ")))
+	}
+	if len(o.OwnErrors) > 0 {
+		lines = append(lines, fmt.Sprintf("The spec declares its own %s response(s): render the protocol's rejections in its shape with idem.WithRejectionRenderer.", strings.Join(o.OwnErrors, ", ")))
+	}
+	return lines
+}
+
+func keyConstraints(k KeySchema) string {
+	var c []string
+	if k.Format != "" {
+		c = append(c, "format "+k.Format)
+	}
+	if k.MinLength > 0 {
+		c = append(c, fmt.Sprintf("minLength %d", k.MinLength))
+	}
+	if k.MaxLength > 0 {
+		c = append(c, fmt.Sprintf("maxLength %d", k.MaxLength))
+	}
+	if k.Pattern != "" {
+		c = append(c, fmt.Sprintf("pattern %q", k.Pattern))
+	}
+	if len(c) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(c, ", ") + ")"
+}
+
+// goDuration prints d as a Go expression: 30 * time.Second, 24 * time.Hour.
+func goDuration(d time.Duration) string {
+	units := []struct {
+		d    time.Duration
+		name string
+	}{
+		{time.Hour, "time.Hour"}, {time.Minute, "time.Minute"}, {time.Second, "time.Second"},
+		{time.Millisecond, "time.Millisecond"}, {time.Microsecond, "time.Microsecond"},
+	}
+	for _, u := range units {
+		if d%u.d == 0 {
+			if d == u.d {
+				return u.name
+			}
+			return fmt.Sprintf("%d * %s", d/u.d, u.name)
+		}
+	}
+	return fmt.Sprintf("%d", int64(d))
 }
 
 func lowerFirst(s string) string {

@@ -108,8 +108,8 @@ func (s *idempotentServer) CreateRefund(ctx context.Context, request CreateRefun
 }
 
 // idemResponse is the answer the protocol decided for a marked operation: the handler's own
-// response (recorded), a replay of the stored one (Idempotent-Replayed: true), or a 400,
-// 409 or 422 problem (application/problem+json).
+// response (recorded), a replay of the stored one (Idempotent-Replayed: true), or a
+// rejection (400, 409, 413, 422; problem+json unless the store renders them otherwise).
 type idemResponse struct{ r *idem.Response }
 
 func (r idemResponse) VisitCreatePaymentResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }

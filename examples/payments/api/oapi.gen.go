@@ -84,9 +84,6 @@ type Refund struct {
 	PaymentId string    `json:"payment_id"`
 }
 
-// IdempotencyKey defines model for IdempotencyKey.
-type IdempotencyKey = string
-
 // PaymentID defines model for PaymentID.
 type PaymentID = string
 
@@ -108,13 +105,13 @@ type Unauthorized = Problem
 // CreatePaymentParams defines parameters for CreatePayment.
 type CreatePaymentParams struct {
 	// IdempotencyKey 1 to 255 printable ASCII characters; unique per request, reused on retries.
-	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
 // CreateRefundParams defines parameters for CreateRefund.
 type CreateRefundParams struct {
 	// IdempotencyKey 1 to 255 printable ASCII characters; unique per request, reused on retries.
-	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
 // CreatePaymentJSONRequestBody defines body for CreatePayment for application/json ContentType.
@@ -158,7 +155,7 @@ func (siw *ServerInterfaceWrapper) CreatePayment(w http.ResponseWriter, r *http.
 
 	// ------------- Optional header parameter "Idempotency-Key" -------------
 	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
-		var IdempotencyKey IdempotencyKey
+		var IdempotencyKey string
 		n := len(valueList)
 		if n != 1 {
 			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
@@ -234,7 +231,7 @@ func (siw *ServerInterfaceWrapper) CreateRefund(w http.ResponseWriter, r *http.R
 
 	// ------------- Optional header parameter "Idempotency-Key" -------------
 	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
-		var IdempotencyKey IdempotencyKey
+		var IdempotencyKey string
 		n := len(valueList)
 		if n != 1 {
 			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})

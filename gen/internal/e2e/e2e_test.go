@@ -1,6 +1,6 @@
-// Package e2e runs generated code against a real PostgreSQL: the golden petstore package
-// (../../testdata/golden/petstore, generated from petstore-expanded.yaml with addPet
-// marked x-idempotent) served by net/http.
+// Package e2e runs generated code against a real PostgreSQL, served by net/http: the
+// golden packages petstore (petstore-expanded.yaml with addPet marked), keyspec (keys the
+// spec declares, its own error shape) and bodies (every request body kind).
 package e2e
 
 import (
@@ -82,9 +82,15 @@ func post(t *testing.T, srv *httptest.Server, key, body string) result {
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}
+	return roundTrip(t, req)
+}
+
+// roundTrip sends req and reads the whole answer.
+func roundTrip(t *testing.T, req *http.Request) result {
+	t.Helper()
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Error(err) // not Fatal: called from the goroutines of TestConcurrentDuplicates
+		t.Error(err) // not Fatal: called from goroutines
 		return result{}
 	}
 	defer resp.Body.Close()

@@ -23,12 +23,13 @@ type IdempotentServerInterface interface {
 }
 
 // createPaymentPolicy is the idempotency policy of createPayment (POST /payments):
-// key from body /idempotency_key, required;
+// key from body /idempotency_key, required (minLength 1, maxLength 45);
 // lease 30s, retention 24h, no timeout, database default isolation.
 var createPaymentPolicy = &idem.Policy{
 	Operation:   "createPayment",
 	KeySource:   "body /idempotency_key",
 	KeyRequired: true,
+	KeySchema:   &idem.KeySchema{MinLength: 1, MaxLength: 45},
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
 }
@@ -66,7 +67,7 @@ type idempotentServer struct {
 func (s *idempotentServer) CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
 	key, err := idem.KeyFromBody(request.Body, "/idempotency_key")
 	if err != nil {
-		return idemResponse{idem.ProblemResponse(http.StatusBadRequest, err.Error())}, nil
+		return idemResponse{s.store.Reject(createPaymentPolicy, err)}, nil
 	}
 	parts := []idem.Part{
 		{Name: "body", Value: request.Body},
@@ -88,7 +89,7 @@ func (s *idempotentServer) CreatePayment(ctx context.Context, request CreatePaym
 func (s *idempotentServer) RefundPayment(ctx context.Context, request RefundPaymentRequestObject) (RefundPaymentResponseObject, error) {
 	key, err := idem.KeyFromBody(request.Body, "/meta/request_key")
 	if err != nil {
-		return idemResponse{idem.ProblemResponse(http.StatusBadRequest, err.Error())}, nil
+		return idemResponse{s.store.Reject(refundPaymentPolicy, err)}, nil
 	}
 	parts := []idem.Part{
 		{Name: "body", Value: request.Body},
@@ -107,8 +108,8 @@ func (s *idempotentServer) RefundPayment(ctx context.Context, request RefundPaym
 }
 
 // idemResponse is the answer the protocol decided for a marked operation: the handler's own
-// response (recorded), a replay of the stored one (Idempotent-Replayed: true), or a 400,
-// 409 or 422 problem (application/problem+json).
+// response (recorded), a replay of the stored one (Idempotent-Replayed: true), or a
+// rejection (400, 409, 413, 422; problem+json unless the store renders them otherwise).
 type idemResponse struct{ r *idem.Response }
 
 func (r idemResponse) VisitCreatePaymentResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }

@@ -68,8 +68,8 @@ func (s *idempotentServer) CreateWidget(ctx context.Context, request CreateWidge
 }
 
 // idemResponse is the answer the protocol decided for a marked operation: the handler's own
-// response (recorded), a replay of the stored one (Idempotent-Replayed: true), or a 400,
-// 409 or 422 problem (application/problem+json).
+// response (recorded), a replay of the stored one (Idempotent-Replayed: true), or a
+// rejection (400, 409, 413, 422; problem+json unless the store renders them otherwise).
 type idemResponse struct{ r *idem.Response }
 
 func (r idemResponse) VisitCreateWidgetResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }

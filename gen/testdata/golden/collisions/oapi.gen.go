@@ -58,10 +58,10 @@ type Red struct {
 
 // Widget defines model for Widget.
 type Widget struct {
-	Color     *Color     `json:"color,omitempty"`
-	ColorRed2 *ColorRed2 `json:"colorRed,omitempty"`
-	Foo       *FooBar    `json:"foo,omitempty"`
-	Red       *Red       `json:"red,omitempty"`
+	Color    *Color     `json:"color,omitempty"`
+	ColorRed *ColorRed2 `json:"colorRed,omitempty"`
+	Foo      *FooBar    `json:"foo,omitempty"`
+	Red      *Red       `json:"red,omitempty"`
 }
 
 // CreateWidgetParams defines parameters for CreateWidget.

@@ -85,7 +85,7 @@ func (s *idempotentServer) CancelJob(ctx context.Context, request CancelJobReque
 	parts := []idem.Part{
 		{Name: "path jobId", Value: request.JobId},
 	}
-	resp, err := s.store.Do(ctx, cancelJobPolicy, &request.Params.RequestId, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
+	resp, err := s.store.Do(ctx, cancelJobPolicy, request.Params.RequestId, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
 		out, err := s.impl.CancelJob(ctx, tx, request)
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
@@ -99,8 +99,8 @@ func (s *idempotentServer) CancelJob(ctx context.Context, request CancelJobReque
 }
 
 // idemResponse is the answer the protocol decided for a marked operation: the handler's own
-// response (recorded), a replay of the stored one (Idempotent-Replayed: true), or a 400,
-// 409 or 422 problem (application/problem+json).
+// response (recorded), a replay of the stored one (Idempotent-Replayed: true), or a
+// rejection (400, 409, 413, 422; problem+json unless the store renders them otherwise).
 type idemResponse struct{ r *idem.Response }
 
 func (r idemResponse) VisitStartJobResponse(w http.ResponseWriter) error  { return r.r.WriteTo(w) }

@@ -26,7 +26,7 @@ type StartJobParams struct {
 
 // CancelJobParams defines parameters for CancelJob.
 type CancelJobParams struct {
-	RequestId string `json:"Request-Id"`
+	RequestId *string `json:"Request-Id,omitempty"`
 }
 
 // StartJobJSONRequestBody defines body for StartJob for application/json ContentType.
@@ -112,7 +112,7 @@ func (siw *ServerInterfaceWrapper) CancelJob(w http.ResponseWriter, r *http.Requ
 
 	headers := r.Header
 
-	// ------------- Required header parameter "Request-Id" -------------
+	// ------------- Optional header parameter "Request-Id" -------------
 	if valueList, found := headers[http.CanonicalHeaderKey("Request-Id")]; found {
 		var RequestId string
 		n := len(valueList)
@@ -121,18 +121,14 @@ func (siw *ServerInterfaceWrapper) CancelJob(w http.ResponseWriter, r *http.Requ
 			return
 		}
 
-		err = runtime.BindStyledParameterWithOptions("simple", "Request-Id", valueList[0], &RequestId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: true, Type: "string", Format: ""})
+		err = runtime.BindStyledParameterWithOptions("simple", "Request-Id", valueList[0], &RequestId, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
 		if err != nil {
 			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Request-Id", Err: err})
 			return
 		}
 
-		params.RequestId = RequestId
+		params.RequestId = &RequestId
 
-	} else {
-		err := fmt.Errorf("Header parameter Request-Id is required, but not found")
-		siw.ErrorHandlerFunc(w, r, &RequiredHeaderError{ParamName: "Request-Id", Err: err})
-		return
 	}
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

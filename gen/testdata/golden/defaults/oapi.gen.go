@@ -285,9 +285,9 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 		ErrorHandlerFunc:   options.ErrorHandlerFunc,
 	}
 
-	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/transfers", wrapper.CreateTransfer)
-	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/refunds", wrapper.CreateRefund)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/notes", wrapper.AddNote)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/refunds", wrapper.CreateRefund)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/transfers", wrapper.CreateTransfer)
 
 	return m
 }

@@ -36,6 +36,7 @@ var lockAccountPolicy = &idem.Policy{
 // createAccountTransferPolicy is the idempotency policy of createAccountTransfer (POST /accounts/{accountId}/transfers):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
 // lease 30s, retention 24h, no timeout, database default isolation.
+// Declared headers outside the fingerprint (a retry may change them): X-Trace-Id.
 var createAccountTransferPolicy = &idem.Policy{
 	Operation:   "createAccountTransfer",
 	KeySource:   "header Idempotency-Key",
@@ -103,8 +104,8 @@ func (s *idempotentServer) CreateAccountTransfer(ctx context.Context, request Cr
 }
 
 // idemResponse is the answer the protocol decided for a marked operation: the handler's own
-// response (recorded), a replay of the stored one (Idempotent-Replayed: true), or a 400,
-// 409 or 422 problem (application/problem+json).
+// response (recorded), a replay of the stored one (Idempotent-Replayed: true), or a
+// rejection (400, 409, 413, 422; problem+json unless the store renders them otherwise).
 type idemResponse struct{ r *idem.Response }
 
 func (r idemResponse) VisitLockAccountResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }

@@ -338,8 +338,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 		ErrorHandlerFunc:   options.ErrorHandlerFunc,
 	}
 
-	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/accounts/{accountId}/transfers", wrapper.CreateAccountTransfer)
 	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/accounts/{accountId}/lock", wrapper.LockAccount)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/accounts/{accountId}/transfers", wrapper.CreateAccountTransfer)
 
 	return m
 }

@@ -1,0 +1,80 @@
+package gen
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"path/filepath"
+
+	"github.com/getkin/kin-openapi/openapi3"
+)
+
+// spec is the input of a run: the file as a node tree, for positions, and as kin-openapi's
+// document, for everything else.
+type spec struct {
+	src *source
+	doc *openapi3.T
+	// loadErr is kin-openapi's error when it could not load the document: reported with
+	// the source checks, and nothing that needs doc runs.
+	loadErr error
+}
+
+// load reads and parses the spec file. Only an unreadable file, a YAML syntax error or a
+// document that is not OpenAPI 3.0/3.1 stops it; kin-openapi's own load error is kept
+// in loadErr, located, to be reported with every other error of the run.
+func load(path string) (*spec, error) {
+	data, err := readFile(path)
+	if err != nil {
+		return nil, err
+	}
+	src, err := parseSource(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := src.checkVersion(); err != nil {
+		return nil, err
+	}
+	s := &spec{src: src}
+	if src.json && !src.externalRefs() {
+		s.doc, err = loadJSONDoc(data)
+	} else {
+		s.doc, err = loadDoc(path, data)
+	}
+	if err != nil {
+		s.loadErr = src.locateLoadError(err)
+	}
+	return s, nil
+}
+
+// loadJSONDoc loads a self-contained JSON spec: encoding/json decodes it (kin-openapi's
+// loader reads JSON with its YAML parser first, several times slower), then kin-openapi
+// resolves its $refs.
+func loadJSONDoc(data []byte) (*openapi3.T, error) {
+	doc := &openapi3.T{}
+	if err := json.Unmarshal(data, doc); err != nil {
+		return nil, err
+	}
+	if err := openapi3.NewLoader().ResolveRefsIn(doc, &url.URL{}); err != nil {
+		return nil, err
+	}
+	return doc, nil
+}
+
+// loadDoc loads the spec with kin-openapi (external $refs to local files only). Each call
+// returns a fresh document: the base step rewrites it.
+func loadDoc(path string, data []byte) (*openapi3.T, error) {
+	loader := openapi3.NewLoader()
+	loader.IsExternalRefsAllowed = true
+	// Local files only: a generator whose output depends on the network is not reproducible.
+	loader.ReadFromURIFunc = func(l *openapi3.Loader, u *url.URL) ([]byte, error) {
+		if u.Scheme != "" && u.Scheme != "file" {
+			return nil, fmt.Errorf("remote $ref %s: idemgen reads local files only", u)
+		}
+		return openapi3.ReadFromFile(l, u)
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	return loader.LoadFromDataWithPath(data, &url.URL{Path: filepath.ToSlash(abs)})
+}

@@ -1,0 +1,442 @@
+package gen
+
+import (
+	"fmt"
+	"go/token"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
+)
+
+// This file gives every Go type the base declares a unique, valid name before
+// oapi-codegen runs, so that it runs once. The names are not guessed: oapi-codegen's own
+// exported functions (GenerateTypesFor*, OperationDefinitions) compute every type
+// definition the spec yields, with its name. Colliding or invalid names are then changed
+// in the document:
+//
+//   - a component keeps its name unless another component, an operation's type or a name
+//     the generated code uses for itself claims it: it gets x-go-name Name2 (Name3, ...);
+//   - an inline schema that oapi-codegen names after its path (an enum, an object with
+//     additional properties or a union, an array's items) gets x-go-type-name: Name2,
+//     or, when its path name is not a Go identifier (a component named "400"), N + name;
+//   - a type whose name an enum constant takes (Color's "red" is ColorRed once prefixed)
+//     is renamed the same way.
+//
+// Names derived from operation ids (CreatePetParams, CreatePet200JSONResponse) and union
+// members' own names cannot be changed; the others yield to them.
+
+// reservedNames are declared by oapi-codegen's server templates and by the idempotent
+// layer: no schema may take them.
+var reservedNames = []string{
+	"ServerInterface", "ServerInterfaceWrapper", "MiddlewareFunc", "ServeMux", "StdHTTPServerOptions",
+	"Handler", "HandlerFromMux", "HandlerFromMuxWithBaseURL", "HandlerWithOptions",
+	"UnescapedCookieParamError", "UnmarshalingParamError", "RequiredParamError", "RequiredHeaderError",
+	"InvalidParamFormatError", "TooManyValuesForParamError",
+	"StrictServerInterface", "StrictHandlerFunc", "StrictMiddlewareFunc", "StrictHTTPServerOptions",
+	"NewStrictHandler", "NewStrictHandlerWithOptions",
+	"IdempotentServerInterface", "NewIdempotentStrictServer",
+}
+
+// site is one type definition of the base and how it can be renamed.
+type site struct {
+	name   string
+	td     codegen.TypeDefinition
+	comp   *component       // a component's own type: renamed with x-go-name
+	inline *openapi3.Schema // an inline schema named after its path: renamed with x-go-type-name
+	rank   int              // which of colliding sites keeps the name: lowest first
+}
+
+const (
+	rankFixed     = iota // operation-derived, reserved, union members: cannot be renamed
+	rankSchema           // components/schemas
+	rankComponent        // other components
+	rankInline           // inline schemas
+)
+
+func (s *site) renamable() bool { return s.comp != nil || s.inline != nil }
+
+// keep orders colliding sites: the lowest keeps the name. Among components, one whose
+// spec name is already its Go name ("FooBar" before "Foo-Bar") goes first.
+func (s *site) keep() int {
+	k := 2 * s.rank
+	if s.comp != nil && s.comp.name != s.name {
+		k++
+	}
+	return k
+}
+
+// resolveNames renames, in doc, every type that would collide or be invalid. oapi-codegen's
+// package state must hold this run's configuration (see initCodegen).
+func resolveNames(doc *openapi3.T) error {
+	codegen.SetGlobalStateSpec(doc)
+	comps := components(doc)
+	sites, err := collectSites(doc, comps)
+	if err != nil {
+		return err
+	}
+	taken := map[string]bool{}
+	for _, s := range sites {
+		taken[s.name] = true
+	}
+	resolveCollisions(sites, taken)
+	resolveEnumConstants(sites, taken)
+	keepFieldNames(doc, comps)
+	return nil
+}
+
+// keepFieldNames keeps the Go field name of every property that refers to a component
+// renamed here: oapi-codegen takes a property's field name from the x-go-name it finds on
+// the schema, the referenced component's included, so `foo: {$ref: FooBar}` would become
+// a field FooBar2. The property's own x-go-name (next to its $ref) restores Foo.
+func keepFieldNames(doc *openapi3.T, comps []*component) {
+	renamed := map[string]bool{}
+	for _, c := range comps {
+		if c.section == "schemas" && c.renamed {
+			renamed["#/components/schemas/"+c.name] = true
+		}
+	}
+	if len(renamed) == 0 {
+		return
+	}
+	forEachSchema(doc, func(s *openapi3.Schema) {
+		for name, p := range s.Properties {
+			if p == nil || !renamed[p.Ref] || p.Extensions["x-go-name"] != nil {
+				continue
+			}
+			if p.Extensions == nil {
+				p.Extensions = map[string]any{}
+			}
+			p.Extensions["x-go-name"] = name
+		}
+	})
+}
+
+// collectSites lists every type definition of the base: the components' (in the order
+// oapi-codegen declares them), the operations', and the reserved names.
+func collectSites(doc *openapi3.T, comps []*component) ([]*site, error) {
+	var sites []*site
+	for _, c := range comps {
+		tds, err := c.typeDefinitions()
+		if err != nil {
+			return nil, fmt.Errorf("oapi-codegen: components/%s/%s: %w", c.section, c.name, err)
+		}
+		for i, td := range tds {
+			s := &site{name: td.TypeName, td: td, rank: rankInline, inline: inlineRenamable(td)}
+			if i == 0 {
+				s.inline, s.comp, s.rank = nil, c, rankComponent
+				if c.section == "schemas" {
+					s.rank = rankSchema
+				}
+				if c.ext == nil {
+					s.comp, s.rank = nil, rankFixed
+				}
+			}
+			sites = append(sites, s)
+		}
+	}
+	defs, err := codegen.OperationDefinitions(doc)
+	if err != nil {
+		return nil, fmt.Errorf("oapi-codegen: %w", err)
+	}
+	for _, op := range defs {
+		if op.IsAlias {
+			continue
+		}
+		for _, td := range op.TypeDefinitions {
+			s := &site{name: td.TypeName, td: td, rank: rankInline, inline: inlineRenamable(td)}
+			if s.inline == nil {
+				s.rank = rankFixed
+			}
+			sites = append(sites, s)
+		}
+		for _, n := range operationTypeNames(op) {
+			sites = append(sites, &site{name: n, rank: rankFixed})
+		}
+	}
+	for _, n := range reservedNames {
+		sites = append(sites, &site{name: n, rank: rankFixed})
+	}
+	return sites, nil
+}
+
+// operationTypeNames are the names the strict server declares for an operation.
+func operationTypeNames(op codegen.OperationDefinition) []string {
+	id := op.OperationId
+	names := []string{id + "RequestObject", id + "ResponseObject"}
+	for _, b := range op.Bodies {
+		if b.NameTag != "" {
+			names = append(names, id+b.NameTag+"RequestBody")
+		}
+	}
+	for _, r := range op.Responses {
+		if len(r.Headers) > 0 && !r.IsRef() {
+			names = append(names, id+r.StatusCode+"ResponseHeaders")
+		}
+		for _, c := range r.Contents {
+			names = append(names, id+r.StatusCode+c.NameTagOrContentType()+"Response")
+		}
+		if len(r.Contents) == 0 {
+			names = append(names, id+r.StatusCode+"Response")
+		}
+	}
+	return names
+}
+
+// inlineRenamable returns the schema to put x-go-type-name on for an inline type
+// definition, or nil when x-go-type-name would not rename it: oapi-codegen honours it on
+// enums and on object schemas, but names a union's members after their position
+// whatever they carry.
+func inlineRenamable(td codegen.TypeDefinition) *openapi3.Schema {
+	s := td.Schema.OAPISchema
+	if s == nil || !strings.Contains(td.JsonName, ".") {
+		return nil // not named after a path: a component's, an operation's or x-go-type-name's own
+	}
+	if len(td.Schema.EnumValues) > 0 {
+		return s
+	}
+	if !s.Type.IsEmpty() && !s.Type.Is(openapi3.TypeObject) {
+		return nil
+	}
+	last := td.JsonName[strings.LastIndexByte(td.JsonName, '.')+1:]
+	if _, err := strconv.Atoi(last); err == nil {
+		return nil // a union member
+	}
+	return s
+}
+
+// resolveCollisions renames, in each group of sites sharing a name, every renamable site
+// but the one of lowest rank, and every site whose name is not a Go identifier.
+func resolveCollisions(sites []*site, taken map[string]bool) {
+	groups := map[string][]*site{}
+	for _, s := range sites {
+		groups[s.name] = append(groups[s.name], s)
+	}
+	for _, name := range sortedKeys(groups) {
+		g := groups[name]
+		sort.SliceStable(g, func(i, j int) bool { return g[i].keep() < g[j].keep() })
+		valid := token.IsIdentifier(name) && !token.IsKeyword(name)
+		for i, s := range g {
+			switch {
+			case !valid && s.renamable():
+				to := validName(name)
+				if taken[to] {
+					to = freeName(to, taken)
+				}
+				taken[to] = true
+				rename(s, to)
+			case i == 0:
+			case s.renamable() && !equivalentDuplicate(g[0], s):
+				rename(s, freeName(name, taken))
+			}
+		}
+	}
+}
+
+// equivalentDuplicate reports two inline definitions oapi-codegen declares once (the same
+// schema reached twice, e.g. through allOf).
+func equivalentDuplicate(a, b *site) bool {
+	return a.inline != nil && b.inline != nil && a.inline == b.inline
+}
+
+// validName makes a path-derived name ("400_Details_Item") a Go identifier.
+func validName(name string) string {
+	var b strings.Builder
+	for i, r := range name {
+		switch {
+		case r == '_' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z':
+			b.WriteRune(r)
+		case '0' <= r && r <= '9':
+			if i == 0 {
+				b.WriteByte('N')
+			}
+			b.WriteRune(r)
+		}
+	}
+	if b.Len() == 0 || token.IsKeyword(b.String()) {
+		return "T" + b.String()
+	}
+	return b.String()
+}
+
+func rename(s *site, to string) {
+	switch {
+	case s.comp != nil:
+		s.comp.setGoName(to)
+	case s.inline != nil:
+		if s.inline.Extensions == nil {
+			s.inline.Extensions = map[string]any{}
+		}
+		s.inline.Extensions["x-go-type-name"] = to
+	}
+	s.name = to
+}
+
+// freeName returns the first of base2, base3, ... that is not taken, and takes it. A base
+// that is free and valid is returned as it is.
+func freeName(base string, taken map[string]bool) string {
+	for i := 2; ; i++ {
+		n := base + strconv.Itoa(i)
+		if !taken[n] {
+			taken[n] = true
+			return n
+		}
+	}
+}
+
+// resolveEnumConstants renames types whose name an enum constant takes. The constants
+// are computed as oapi-codegen's GenerateEnums does: an enum's values, prefixed with its
+// type name when they conflict with another enum's or with a type name.
+func resolveEnumConstants(sites []*site, taken map[string]bool) {
+	for range 5 {
+		byName := map[string][]*site{}
+		for _, s := range sites {
+			byName[s.name] = append(byName[s.name], s)
+		}
+		changed := false
+		for _, c := range enumConstants(sites, byName) {
+			for _, s := range byName[c] {
+				if s.renamable() && len(s.td.Schema.EnumValues) == 0 {
+					rename(s, freeName(c, taken))
+					changed = true
+				}
+			}
+		}
+		if !changed {
+			return
+		}
+	}
+}
+
+// enumConstants returns the names of every enum constant the base declares.
+func enumConstants(sites []*site, byName map[string][]*site) []string {
+	type enum struct {
+		name   string
+		values map[string]string
+		prefix bool
+	}
+	var enums []*enum
+	seen := map[string]bool{}
+	for _, s := range sites {
+		if len(s.td.Schema.EnumValues) == 0 || seen[s.name] {
+			continue
+		}
+		seen[s.name] = true
+		enums = append(enums, &enum{name: s.name, values: s.td.Schema.EnumValues})
+	}
+	constants := func(e *enum) []string {
+		var out []string
+		for k := range e.values {
+			if e.prefix {
+				k = e.name + codegen.UppercaseFirstCharacter(k)
+			}
+			out = append(out, k)
+		}
+		return out
+	}
+	for changed := true; changed; {
+		changed = false
+		for i, a := range enums {
+			for _, b := range enums[i+1:] {
+				if a.prefix && b.prefix {
+					continue
+				}
+				if slices.ContainsFunc(constants(a), func(c string) bool { return slices.Contains(constants(b), c) }) ||
+					slices.ContainsFunc(sortedKeys(a.values), func(k string) bool { _, ok := b.values[k]; return ok }) {
+					changed = changed || !a.prefix || !b.prefix
+					a.prefix, b.prefix = true, true
+				}
+			}
+		}
+	}
+	var out []string
+	for _, e := range enums {
+		for k := range e.values {
+			for _, s := range byName[k] {
+				if len(s.td.Schema.EnumValues) == 0 && s.td.TypeName != "" {
+					e.prefix = true
+				}
+			}
+		}
+		if _, self := e.values[e.name]; self {
+			e.prefix = true
+		}
+		out = append(out, constants(e)...)
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// component is a named entry of components/* that oapi-codegen turns into a Go type.
+type component struct {
+	section, name string
+	goName        string
+	ref           any             // the *SchemaRef, *ParameterRef, ... of the entry
+	ext           *map[string]any // where to put x-go-name; nil when it cannot be renamed
+	renamed       bool
+}
+
+func (c *component) setGoName(n string) {
+	if *c.ext == nil {
+		*c.ext = map[string]any{}
+	}
+	(*c.ext)["x-go-name"] = n
+	c.goName, c.renamed = n, true
+}
+
+// typeDefinitions runs oapi-codegen's type collection on this one component.
+func (c *component) typeDefinitions() ([]codegen.TypeDefinition, error) {
+	switch r := c.ref.(type) {
+	case *openapi3.SchemaRef:
+		return codegen.GenerateTypesForSchemas(nil, map[string]*openapi3.SchemaRef{c.name: r}, nil)
+	case *openapi3.ParameterRef:
+		return codegen.GenerateTypesForParameters(nil, map[string]*openapi3.ParameterRef{c.name: r})
+	case *openapi3.ResponseRef:
+		return codegen.GenerateTypesForResponses(nil, openapi3.ResponseBodies{c.name: r})
+	case *openapi3.RequestBodyRef:
+		return codegen.GenerateTypesForRequestBodies(nil, map[string]*openapi3.RequestBodyRef{c.name: r})
+	}
+	return nil, nil
+}
+
+func components(doc *openapi3.T) []*component {
+	if doc.Components == nil {
+		return nil
+	}
+	var out []*component
+	add := func(section, name, ref string, v any, ext *map[string]any) {
+		c := &component{section: section, name: name, ref: v, goName: codegen.SchemaNameToTypeName(name)}
+		if ref == "" {
+			c.ext = ext
+			if n, ok := (*ext)["x-go-name"].(string); ok && n != "" {
+				c.goName = n
+			}
+		}
+		out = append(out, c)
+	}
+	cs := doc.Components
+	for _, n := range sortedKeys(cs.Schemas) {
+		if r := cs.Schemas[n]; r != nil && r.Value != nil {
+			add("schemas", n, r.Ref, r, &r.Value.Extensions)
+		}
+	}
+	for _, n := range sortedKeys(cs.Parameters) {
+		if r := cs.Parameters[n]; r != nil && r.Value != nil {
+			add("parameters", n, r.Ref, r, &r.Value.Extensions)
+		}
+	}
+	for _, n := range sortedKeys(cs.Responses) {
+		if r := cs.Responses[n]; r != nil && r.Value != nil {
+			add("responses", n, r.Ref, r, &r.Value.Extensions)
+		}
+	}
+	for _, n := range sortedKeys(cs.RequestBodies) {
+		if r := cs.RequestBodies[n]; r != nil && r.Value != nil {
+			add("requestBodies", n, r.Ref, r, &r.Value.Extensions)
+		}
+	}
+	return out
+}

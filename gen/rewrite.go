@@ -1,0 +1,301 @@
+package gen
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
+)
+
+// prepareBase rewrites doc, in memory, into the document the base is generated from, so
+// that every valid spec gets a base that compiles (doc.go, "The base", lists each rule).
+// The spec file is never changed, and the markers were read before. With an external
+// base the key headers stay as the spec declares them: the package's own oapi-codegen
+// output has them so.
+func prepareBase(doc *openapi3.T, m *Model, external bool) error {
+	doc.Webhooks = nil // OpenAPI 3.1 webhooks are requests the service sends, not serves
+	for _, o := range m.Ops {
+		if o.Key.Header != "" && !external {
+			keyHeader(doc, o)
+		}
+	}
+	forEachOperation(doc, func(item *openapi3.PathItem, op *openapi3.Operation) {
+		op.Callbacks = nil // requests the service sends, like webhooks
+		uniqueParamNames(operationParams(item, op))
+		if op.Responses != nil {
+			for code, r := range op.Responses.Map() {
+				bodylessResponse(code, r)
+			}
+		}
+	})
+	if doc.Components != nil {
+		for _, r := range doc.Components.Responses {
+			bodylessResponse("", r)
+		}
+	}
+	forEachSchema(doc, func(s *openapi3.Schema) {
+		normalizeAllOf(s)
+		dropUnmappedDiscriminator(s)
+	})
+	return resolveNames(doc)
+}
+
+// keyHeader makes the key header of o an optional string header of the operation in the
+// base: added when the spec does not declare it, and replacing the declared one
+// otherwise (its format, pattern and required-ness are the protocol's to enforce, with a
+// problem+json 400; the handler reads the raw value).
+func keyHeader(doc *openapi3.T, o *Operation) {
+	item := doc.Paths.Value(o.Path)
+	op := item.Operations()[o.Method]
+	desc := "Idempotency key of the request (added by idemgen)."
+	if declared := findParam(operationParams(item, op), openapi3.ParameterInHeader, o.Key.Header); declared != nil {
+		desc = declared.Description
+	}
+	op.Parameters = slices.DeleteFunc(op.Parameters, func(p *openapi3.ParameterRef) bool {
+		return p.Value != nil && p.Value.In == openapi3.ParameterInHeader && strings.EqualFold(p.Value.Name, o.Key.Header)
+	})
+	p := openapi3.NewHeaderParameter(o.Key.Header).WithSchema(openapi3.NewStringSchema()).WithDescription(desc)
+	op.Parameters = append(op.Parameters, &openapi3.ParameterRef{Value: p})
+}
+
+// uniqueParamNames gives the query, header and cookie parameters of one operation
+// distinct Go field names: "StartTime", "StartTime<" and "StartTime>" are all StartTime
+// to oapi-codegen; the second and third become StartTimeLt and StartTimeGt (x-go-name).
+func uniqueParamNames(params openapi3.Parameters) {
+	taken := map[string]bool{}
+	for _, p := range params {
+		v := p.Value
+		if v == nil || v.In == openapi3.ParameterInPath {
+			continue
+		}
+		name := v.Name
+		if n, ok := v.Extensions["x-go-name"].(string); ok && n != "" {
+			name = n
+		}
+		goName := codegen.SchemaNameToTypeName(name)
+		if !taken[goName] {
+			taken[goName] = true
+			continue
+		}
+		alt := goName + punctuationSuffix(v.Name)
+		if taken[alt] || alt == goName {
+			alt = freeName(goName, taken)
+		}
+		taken[alt] = true
+		if v.Extensions == nil {
+			v.Extensions = map[string]any{}
+		}
+		v.Extensions["x-go-name"] = alt
+	}
+}
+
+var punctuationWords = map[rune]string{
+	'<': "Lt", '>': "Gt", '=': "Eq", '!': "Not", '.': "Dot", '+': "Plus", '-': "Minus",
+	'*': "Star", '~': "Tilde", '@': "At", '$': "Dollar", '#': "Hash", '%': "Percent",
+}
+
+// punctuationSuffix spells the punctuation of a parameter name: "StartTime<=" → "LtEq".
+func punctuationSuffix(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		b.WriteString(punctuationWords[r])
+	}
+	return b.String()
+}
+
+// bodylessResponse fixes response content that oapi-codegen would declare as an interface
+// type (a JSON media type with no schema, or an empty one): methods cannot be declared on
+// it. A status that has no body (204, 205, 304) loses the content; any other gets the
+// schema json.RawMessage, so the handler returns raw JSON.
+func bodylessResponse(code string, r *openapi3.ResponseRef) {
+	if r == nil || r.Value == nil {
+		return
+	}
+	noBody := code == "204" || code == "205" || code == "304"
+	for ct, mt := range r.Value.Content {
+		if mt == nil || !isJSON(ct) || (mt.Schema != nil && !isAnySchema(mt.Schema.Value)) {
+			continue
+		}
+		if noBody {
+			delete(r.Value.Content, ct)
+			continue
+		}
+		// encoding/json is among the base's imports already.
+		mt.Schema = &openapi3.SchemaRef{Value: &openapi3.Schema{Extensions: map[string]any{"x-go-type": "json.RawMessage"}}}
+	}
+	if noBody && len(r.Value.Content) == 0 {
+		r.Value.Content = nil
+	}
+}
+
+// isAnySchema reports a schema that constrains nothing (oapi-codegen: interface{}).
+func isAnySchema(s *openapi3.Schema) bool {
+	return s == nil || (s.Type.IsEmpty() && len(s.Properties) == 0 && s.AdditionalProperties.Schema == nil &&
+		s.AdditionalProperties.Has == nil && len(s.AllOf)+len(s.OneOf)+len(s.AnyOf) == 0 && s.Items == nil &&
+		len(s.Enum) == 0 && s.Const == nil && s.Extensions["x-go-type"] == nil)
+}
+
+// normalizeAllOf clears, on the members of an allOf, the keywords that do not shape the
+// Go type but that oapi-codegen refuses to merge when they differ (readOnly, writeOnly,
+// allowEmptyValue, uniqueItems, exclusiveMinimum/Maximum, default). Members are replaced
+// by copies, so a component used elsewhere keeps its keywords there.
+func normalizeAllOf(s *openapi3.Schema) {
+	if len(s.AllOf) == 0 || (len(s.AllOf) == 1 && !hasSiblings(s)) {
+		return
+	}
+	for i, m := range s.AllOf {
+		if m == nil || m.Value == nil || !hasMergeFlags(m.Value) {
+			continue
+		}
+		c := *m.Value
+		clearMergeFlags(&c)
+		s.AllOf[i] = &openapi3.SchemaRef{Ref: m.Ref, Extensions: m.Extensions, Value: &c}
+	}
+	if hasSiblings(s) {
+		clearMergeFlags(s) // oapi-codegen merges the parent as a member too
+	}
+}
+
+func hasSiblings(s *openapi3.Schema) bool {
+	return len(s.Properties) > 0 || len(s.Required) > 0 || s.AdditionalProperties.Schema != nil || s.AdditionalProperties.Has != nil
+}
+
+func hasMergeFlags(s *openapi3.Schema) bool {
+	return s.ReadOnly || s.WriteOnly || s.AllowEmptyValue || s.UniqueItems || s.Default != nil ||
+		s.ExclusiveMin.IsSet() || s.ExclusiveMax.IsSet()
+}
+
+func clearMergeFlags(s *openapi3.Schema) {
+	s.ReadOnly, s.WriteOnly, s.AllowEmptyValue, s.UniqueItems, s.Default = false, false, false, false, nil
+	s.ExclusiveMin, s.ExclusiveMax = openapi3.ExclusiveBound{}, openapi3.ExclusiveBound{}
+}
+
+// dropUnmappedDiscriminator removes a discriminator oapi-codegen cannot map to every member
+// of its oneOf/anyOf (inline members, members sharing a name): the union is then generated
+// without its discriminator accessors. The JSON it reads and writes is the same.
+func dropUnmappedDiscriminator(s *openapi3.Schema) {
+	d := s.Discriminator
+	if d == nil {
+		return
+	}
+	for _, members := range []openapi3.SchemaRefs{s.OneOf, s.AnyOf} {
+		keys := map[string]bool{}
+		n := 0
+		for _, m := range members {
+			if m == nil || m.Value == nil || m.Value.Type.Is(openapi3.TypeNull) {
+				continue
+			}
+			n++
+			if m.Ref == "" && len(d.Mapping) > 0 {
+				s.Discriminator = nil
+				return
+			}
+			mapped := false
+			for k, v := range d.Mapping {
+				if v.Ref == m.Ref {
+					keys[k], mapped = true, true
+				}
+			}
+			if !mapped {
+				keys[m.Ref[strings.LastIndexByte(m.Ref, '/')+1:]] = true
+			}
+		}
+		if len(keys) < n {
+			s.Discriminator = nil
+			return
+		}
+	}
+}
+
+// forEachOperation calls f for every operation of the document's paths.
+func forEachOperation(doc *openapi3.T, f func(item *openapi3.PathItem, op *openapi3.Operation)) {
+	if doc.Paths == nil {
+		return
+	}
+	for _, path := range doc.Paths.InMatchingOrder() {
+		item := doc.Paths.Value(path)
+		for _, method := range sortedKeys(item.Operations()) {
+			f(item, item.Operations()[method])
+		}
+	}
+}
+
+// forEachSchema calls f once for every schema the document holds (components, parameters,
+// bodies, responses and headers of every operation, and every schema they contain).
+func forEachSchema(doc *openapi3.T, f func(*openapi3.Schema)) {
+	seen := map[*openapi3.Schema]bool{}
+	var schema func(r *openapi3.SchemaRef)
+	schema = func(r *openapi3.SchemaRef) {
+		if r == nil || r.Value == nil || seen[r.Value] {
+			return
+		}
+		s := r.Value
+		seen[s] = true
+		f(s)
+		for _, list := range []openapi3.SchemaRefs{s.AllOf, s.OneOf, s.AnyOf, s.PrefixItems} {
+			for _, m := range list {
+				schema(m)
+			}
+		}
+		for _, n := range sortedKeys(s.Properties) {
+			schema(s.Properties[n])
+		}
+		schema(s.Items)
+		schema(s.Not)
+		schema(s.AdditionalProperties.Schema)
+	}
+	content := func(c openapi3.Content) {
+		for _, ct := range sortedKeys(c) {
+			if c[ct] != nil {
+				schema(c[ct].Schema)
+			}
+		}
+	}
+	param := func(p *openapi3.ParameterRef) {
+		if p != nil && p.Value != nil {
+			schema(p.Value.Schema)
+			content(p.Value.Content)
+		}
+	}
+	response := func(r *openapi3.ResponseRef) {
+		if r == nil || r.Value == nil {
+			return
+		}
+		content(r.Value.Content)
+		for _, h := range sortedKeys(r.Value.Headers) {
+			if hr := r.Value.Headers[h]; hr != nil && hr.Value != nil {
+				schema(hr.Value.Schema)
+			}
+		}
+	}
+	if c := doc.Components; c != nil {
+		for _, n := range sortedKeys(c.Schemas) {
+			schema(c.Schemas[n])
+		}
+		for _, n := range sortedKeys(c.Parameters) {
+			param(c.Parameters[n])
+		}
+		for _, n := range sortedKeys(c.RequestBodies) {
+			if b := c.RequestBodies[n]; b != nil && b.Value != nil {
+				content(b.Value.Content)
+			}
+		}
+		for _, n := range sortedKeys(c.Responses) {
+			response(c.Responses[n])
+		}
+	}
+	forEachOperation(doc, func(item *openapi3.PathItem, op *openapi3.Operation) {
+		for _, p := range operationParams(item, op) {
+			param(p)
+		}
+		if op.RequestBody != nil && op.RequestBody.Value != nil {
+			content(op.RequestBody.Value.Content)
+		}
+		if op.Responses != nil {
+			for _, code := range sortedKeys(op.Responses.Map()) {
+				response(op.Responses.Value(code))
+			}
+		}
+	})
+}
