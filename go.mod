@@ -76,4 +76,7 @@ require (
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 )
 
-tool github.com/sqlc-dev/sqlc/cmd/sqlc
+tool (
+	github.com/idemgen/idemgen/cmd/idemgen
+	github.com/sqlc-dev/sqlc/cmd/sqlc
+)
