@@ -267,4 +267,3 @@ func splitGoose(t *testing.T, file string) (up, down string) {
 	clean := func(s string) string { return strings.TrimSpace(comment.ReplaceAllString(s, "")) }
 	return clean(upPart), clean(downPart)
 }
-
