@@ -29,6 +29,7 @@ func TestREADMEGoIsQuotedFromCompiledFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(string(readme), "\n")
+	quoted, referenced := map[string]bool{}, map[string]int{}
 	var (
 		out      []string
 		quotes   int
@@ -39,11 +40,18 @@ func TestREADMEGoIsQuotedFromCompiledFiles(t *testing.T) {
 		text := lines[i]
 		out = append(out, text)
 		if m := quoteMarker.FindStringSubmatch(text); m != nil {
-			want, err = quote(m[1], strings.Split(m[2], ","))
+			var refs []string
+			want, refs, err = quote(m[1], strings.Split(m[2], ","))
 			if err != nil {
 				t.Fatalf("README.md:%d: %v", i+1, err)
 			}
 			wantFrom = m[1]
+			for _, name := range strings.Split(m[2], ",") {
+				quoted[m[1]+" "+strings.TrimSpace(name)] = true
+			}
+			for _, r := range refs {
+				referenced[m[1]+" "+r] = i + 1
+			}
 			continue
 		}
 		if strings.TrimSpace(text) != "```go" {
@@ -72,6 +80,13 @@ func TestREADMEGoIsQuotedFromCompiledFiles(t *testing.T) {
 	if quotes == 0 {
 		t.Fatal("README.md has no quoted Go block")
 	}
+	// Self-contained: what a quoted declaration refers to in its file is quoted too.
+	for ref, line := range referenced {
+		if !quoted[ref] {
+			file, name, _ := strings.Cut(ref, " ")
+			t.Errorf("README.md:%d: the quote refers to %s, which it does not quote from %s", line, name, file)
+		}
+	}
 	if *update {
 		if err := os.WriteFile("README.md", []byte(strings.Join(out, "\n")), 0o644); err != nil {
 			t.Fatal(err)
@@ -79,26 +94,27 @@ func TestREADMEGoIsQuotedFromCompiledFiles(t *testing.T) {
 	}
 }
 
-// quote returns the source of the named declarations of file, one blank line apart.
-func quote(file string, names []string) (string, error) {
-	src, err := os.ReadFile(file)
+// quote returns the source of the named declarations of file, one blank line apart, and
+// the file's package-level names that they refer to.
+func quote(file string, names []string) (src string, refs []string, err error) {
+	data, err := os.ReadFile(file)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	fset := token.NewFileSet()
-	parsed, err := parser.ParseFile(fset, file, src, parser.ParseComments)
+	parsed, err := parser.ParseFile(fset, file, data, parser.ParseComments)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	if !strings.HasSuffix(file, "_test.go") && !strings.Contains(strings.Join(names, ","), "go:generate") {
-		return "", fmt.Errorf("%s: quote Go from _test.go files (examples), which the tests compile", file)
+		return "", nil, fmt.Errorf("%s: quote Go from _test.go files (examples), which the tests compile", file)
 	}
 	var parts []string
 	for _, name := range names {
 		name = strings.TrimSpace(name)
 		if name == "go:generate" {
 			var lines []string
-			for l := range strings.Lines(string(src)) {
+			for l := range strings.Lines(string(data)) {
 				if strings.HasPrefix(l, "//go:generate ") {
 					lines = append(lines, strings.TrimSuffix(l, "\n"))
 				}
@@ -108,12 +124,21 @@ func quote(file string, names []string) (string, error) {
 		}
 		node := findDecl(parsed, name)
 		if node == nil {
-			return "", fmt.Errorf("%s: no declaration %q", file, name)
+			return "", nil, fmt.Errorf("%s: no declaration %q", file, name)
 		}
 		from, to := fset.Position(node.Pos()).Offset, fset.Position(node.End()).Offset
-		parts = append(parts, string(src[from:to]))
+		parts = append(parts, string(data[from:to]))
+		if d, ok := node.(docNode); ok {
+			node = d.Node
+		}
+		ast.Inspect(node, func(n ast.Node) bool {
+			if id, ok := n.(*ast.Ident); ok && id.Obj != nil && parsed.Scope.Lookup(id.Name) == id.Obj {
+				refs = append(refs, id.Name)
+			}
+			return true
+		})
 	}
-	return strings.Join(parts, "\n\n"), nil
+	return strings.Join(parts, "\n\n"), refs, nil
 }
 
 // findDecl returns the declaration of name in f, from its doc comment on.
@@ -157,15 +182,17 @@ func receiverName(e ast.Expr) string {
 	return ""
 }
 
-// docNode spans a declaration and its doc comment.
-type docNode struct{ from, to token.Pos }
+// docNode is a declaration whose span starts at its doc comment.
+type docNode struct {
+	ast.Node
+	from token.Pos
+}
 
 func (n docNode) Pos() token.Pos { return n.from }
-func (n docNode) End() token.Pos { return n.to }
 
 func withDoc(d ast.Node, doc *ast.CommentGroup) ast.Node {
 	if doc == nil {
 		return d
 	}
-	return docNode{doc.Pos(), d.End()}
+	return docNode{d, doc.Pos()}
 }

@@ -47,6 +47,7 @@ func (s *Payments) CreateRefund(ctx context.Context, tx idem.Tx, req api.CreateR
 	return nil, errors.New("not in this example: see service/service.go")
 }
 
+// accountKey is the context key of the authenticated account.
 type accountKey struct{}
 
 // authenticate stands for your authentication middleware: it puts the account in the
