@@ -5,5 +5,5 @@
 package payments
 
 // Regenerate the handlers from the spec, and the typed SQL from the queries:
-//go:generate go run github.com/idemgen/idemgen/cmd/idemgen generate -package api -o api openapi.yaml
+//go:generate go tool idemgen generate -package api -o api openapi.yaml
 //go:generate go tool sqlc generate -f db/sqlc.yaml

@@ -139,13 +139,16 @@ func Start(ctx context.Context, opts Options) (*Bouncer, error) {
 	}
 }
 
+// installPaths are where Find looks after PATH (Debian puts pgbouncer in /usr/sbin).
+var installPaths = []string{"/usr/sbin/pgbouncer", "/usr/local/sbin/pgbouncer", "/usr/local/bin/pgbouncer"}
+
 // Find returns the path of the pgbouncer binary (PATH, then /usr/sbin where Debian puts
 // it), or an error wrapping ErrNotInstalled.
 func Find() (string, error) {
 	if p, err := exec.LookPath("pgbouncer"); err == nil {
 		return p, nil
 	}
-	for _, p := range []string{"/usr/sbin/pgbouncer", "/usr/local/sbin/pgbouncer", "/usr/local/bin/pgbouncer"} {
+	for _, p := range installPaths {
 		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
 			return p, nil
 		}
@@ -338,12 +341,27 @@ func (b *Bouncer) Stop() error {
 	return err
 }
 
+// Require skips tb when pgbouncer is not installed, with a message that says how to
+// install it; under CI=true it fails tb with that message instead, so that CI never
+// passes without the PgBouncer tests. Call it before any costly setup.
+func Require(tb testing.TB) {
+	tb.Helper()
+	if _, err := Find(); err != nil {
+		if os.Getenv("CI") == "true" {
+			tb.Fatalf("%v\n(CI=true: PgBouncer tests must run, not skip)", err)
+			return
+		}
+		tb.Skipf("%v\n(skipped; under CI=true this fails)", err)
+	}
+}
+
 // ForTest starts pgbouncer in front of the server of serverURL (a postgres:// URL, e.g.
-// pgtest.URL) for the test and stops it when the test ends. It fails tb (never skips)
-// when pgbouncer is not installed: the message says how to install it. The server must
-// let user "postgres" in without a password, as pgembed clusters do.
+// pgtest.URL) for the test and stops it when the test ends. Without pgbouncer installed
+// it skips tb, or fails it under CI=true ([Require]). The server must let user
+// "postgres" in without a password, as pgembed clusters do.
 func ForTest(tb testing.TB, serverURL string, opts Options) *Bouncer {
 	tb.Helper()
+	Require(tb)
 	u, err := url.Parse(serverURL)
 	if err != nil {
 		tb.Fatalf("pgbouncer: %v", err)

@@ -273,6 +273,7 @@ func TestPostgresRestartUnderLoad(t *testing.T) {
 // exec mode), which keeps the clients' connections while the server goes away and logs
 // in again once it is back.
 func TestPostgresRestartBehindPgBouncer(t *testing.T) {
+	pgbouncer.Require(t)
 	c := restartableCluster(t)
 	b := pgbouncer.ForTest(t, c.URL(), pgbouncer.Options{PoolSize: 10})
 	via, err := b.Via(c.URL(), pgbouncer.ExecMode)

@@ -36,6 +36,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/examples/payments/db"
+	"github.com/idemgen/idemgen/examples/payments/internal/devdb"
 	"github.com/idemgen/idemgen/examples/payments/service"
 	"github.com/idemgen/idemgen/gen"
 	"github.com/idemgen/idemgen/internal/hammer"
@@ -97,11 +98,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 
 	// 2. The service, on a real PostgreSQL.
-	d, err := service.Open(ctx, os.Getenv("DATABASE_URL"), 64, func(format string, args ...any) {
+	url, stopDB, err := devdb.URL(ctx, func(format string, args ...any) {
 		if c.verbose || !strings.HasPrefix(format, "pgembed") {
 			logf(format, args...)
 		}
 	})
+	if err != nil {
+		logf("%v", err)
+		return 1
+	}
+	defer stopDB()
+	d, err := service.Open(ctx, url, 64)
 	if err != nil {
 		logf("%v", err)
 		return 1

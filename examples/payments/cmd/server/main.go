@@ -4,7 +4,8 @@
 //
 // DATABASE_URL selects the PostgreSQL database. When it is empty, the server starts an
 // embedded throwaway PostgreSQL from the local binaries (initdb, postgres) and says so on
-// stderr; its data is deleted on exit. The schemas (idempotency_keys, payments, refunds)
+// stderr; its data is deleted on exit (package devdb: a convenience of the example, which
+// a real service replaces by its own database URL). The schemas (idempotency_keys, payments, refunds)
 // are applied on start. When the server is ready it prints exactly one line on stdout,
 //
 //	listening on http://ADDR
@@ -28,6 +29,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/idemgen/idemgen/examples/payments/internal/devdb"
 	"github.com/idemgen/idemgen/examples/payments/service"
 )
 
@@ -59,16 +61,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	d, err := service.Open(ctx, os.Getenv("DATABASE_URL"), int32(*maxConns), logf)
+	url, stopDB, err := devdb.URL(ctx, logf)
 	if err != nil {
 		logger.Print(err)
 		return 1
 	}
 	defer func() {
-		if err := d.Close(); err != nil {
+		if err := stopDB(); err != nil {
 			logger.Printf("stopping PostgreSQL: %v", err)
 		}
 	}()
+	d, err := service.Open(ctx, url, int32(*maxConns))
+	if err != nil {
+		logger.Print(err)
+		return 1
+	}
+	defer d.Close()
 
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {

@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Flags go anywhere on the line, with one dash or two; "--" ends them.
+func TestFlagsAnywhere(t *testing.T) {
+	spec := golden + "petstore/openapi.yaml"
+	for _, args := range [][]string{
+		{"generate", spec, "-package", "petstore", "-o", "DIR"},
+		{"generate", "-package", "petstore", spec, "-o", "DIR"},
+		{"generate", spec, "--package", "petstore", "--o=DIR"},
+		{"generate", "--package=petstore", "-o", "DIR", "--", spec},
+	} {
+		dir := t.TempDir()
+		for i, a := range args {
+			args[i] = strings.Replace(a, "DIR", dir, 1)
+		}
+		if code, _, stderr := run(args...); code != ExitOK {
+			t.Errorf("idemgen %s: exit %d: %s", strings.Join(args, " "), code, stderr)
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, "idempotent.gen.go")); err != nil {
+			t.Errorf("idemgen %s: %v", strings.Join(args, " "), err)
+		}
+	}
+	// After "--" a dash is an argument, not a flag.
+	code, _, stderr := run("generate", "-package", "p", "-o", t.TempDir(), "--", "-check")
+	if code != ExitFail || !strings.Contains(stderr, "-check") {
+		t.Errorf(`"--" then "-check": exit %d (want 1, a missing spec file named -check): %s`, code, stderr)
+	}
+	// A second positional argument is still an error, wherever it is.
+	code, _, stderr = run("generate", spec, "-package", "p", "extra.yaml", "-o", t.TempDir())
+	if code != ExitUsage || !strings.Contains(stderr, "want one SPEC file, got 2 arguments") {
+		t.Errorf("two specs: exit %d: %s", code, stderr)
+	}
+}
+
+// Every subcommand answers -h, --help and `idemgen help CMD` on stdout with exit 0,
+// listing its flags.
+func TestSubcommandHelp(t *testing.T) {
+	for cmd, flags := range map[string][]string{
+		"generate": {"-check", "-base BASE", "-package NAME", "-o DIR", "one dash or two"},
+		"schema":   {"idempotency_keys"},
+		"purge":    {"-database-url URL", "-batch N", "-dry-run", "-timeout D", "DATABASE_URL"},
+		"version":  {"--version", "VCS revision", "(devel)"},
+	} {
+		for _, args := range [][]string{{cmd, "-h"}, {cmd, "--help"}, {cmd, "-help"}, {"help", cmd}} {
+			code, stdout, stderr := run(args...)
+			if code != ExitOK || stderr != "" || !strings.HasPrefix(stdout, "usage: idemgen "+cmd) {
+				t.Errorf("idemgen %s: exit %d, stderr %q, stdout:\n%s", strings.Join(args, " "), code, stderr, stdout)
+				continue
+			}
+			for _, f := range flags {
+				if !strings.Contains(stdout, f) {
+					t.Errorf("idemgen %s does not mention %q:\n%s", strings.Join(args, " "), f, stdout)
+				}
+			}
+		}
+	}
+	// hammer's flags live in internal/hammer; its help goes to stderr.
+	if code, stdout, stderr := run("help", "hammer"); code != ExitOK || !strings.Contains(stdout+stderr, "-keys") {
+		t.Errorf("idemgen help hammer: exit %d:\n%s%s", code, stdout, stderr)
+	}
+}

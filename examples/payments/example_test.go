@@ -1,0 +1,109 @@
+package payments_test
+
+import (
+	"context"
+	"errors"
+	"log"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/idemgen/idemgen/examples/payments/api"
+	"github.com/idemgen/idemgen/examples/payments/db"
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemprom"
+)
+
+// Payments implements the generated api.IdempotentServerInterface.
+type Payments struct{ pool *pgxpool.Pool }
+
+// CreatePayment is marked x-idempotent, so it gets the transaction of its idempotency key:
+// its writes commit together with the key's recorded response, or not at all.
+func (s *Payments) CreatePayment(ctx context.Context, tx idem.Tx, req api.CreatePaymentRequestObject) (api.CreatePaymentResponseObject, error) {
+	key, _ := idem.KeyFromContext(ctx) // pass key.Key downstream, e.g. as the PSP's idempotency key
+	p, err := db.New(tx).InsertPayment(ctx, db.InsertPaymentParams{
+		AccountID: key.Scope, Amount: req.Body.Amount, Currency: req.Body.Currency,
+		IdempotencyScope: key.Scope, IdempotencyKey: key.Key,
+	})
+	if err != nil {
+		return nil, err // rolled back; the key is released, so a retry runs again
+	}
+	return api.CreatePayment201JSONResponse{Body: api.Payment{
+		Id: p.ID, Amount: p.Amount, Currency: p.Currency, Status: api.Succeeded, CreatedAt: p.CreatedAt.Time,
+	}}, nil
+}
+
+// GetPayment is not marked x-idempotent: it keeps oapi-codegen's strict signature.
+func (s *Payments) GetPayment(ctx context.Context, req api.GetPaymentRequestObject) (api.GetPaymentResponseObject, error) {
+	return nil, errors.New("not in this example: see service/service.go")
+}
+
+// CreateRefund is marked x-idempotent.
+func (s *Payments) CreateRefund(ctx context.Context, tx idem.Tx, req api.CreateRefundRequestObject) (api.CreateRefundResponseObject, error) {
+	return nil, errors.New("not in this example: see service/service.go")
+}
+
+// accountKey is the context key of the authenticated account.
+type accountKey struct{}
+
+// authenticate stands for your authentication middleware: it puts the account in the
+// request's context.
+func authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		account := r.Header.Get("X-Account-ID") // a stand-in for real authentication
+		if account == "" {
+			http.Error(w, "unauthenticated", http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), accountKey{}, account)))
+	})
+}
+
+// accountScope is the idempotency scope: the same key from two accounts is two requests.
+func accountScope(ctx context.Context) (string, error) {
+	account, ok := ctx.Value(accountKey{}).(string)
+	if !ok {
+		return "", errors.New("no account in the request context")
+	}
+	return account, nil
+}
+
+// handler wires the generated API: the store with its scope, metrics and purger, and the
+// handlers with idem's problem+json error handlers.
+func handler(ctx context.Context, pool *pgxpool.Pool, reg prometheus.Registerer) http.Handler {
+	outcomes := idemprom.NewOutcomes()
+	store := idem.NewStore(pool, idem.WithScope(accountScope), idem.WithObserver(outcomes.Observe))
+	reg.MustRegister(outcomes, idemprom.NewStoreCollector(store, time.Hour))
+	go idem.NewPurger(store, 10*time.Minute, 1000, nil).Run(ctx) // logs with slog
+
+	strict := api.NewStrictHandlerWithOptions(api.NewIdempotentStrictServer(&Payments{pool: pool}, store), nil,
+		api.StrictHTTPServerOptions{
+			RequestErrorHandlerFunc:  idem.RequestErrorHandler,  // 400 problem
+			ResponseErrorHandlerFunc: idem.ResponseErrorHandler, // 500 problem; logs the error with slog
+		})
+	h := api.HandlerWithOptions(strict, api.StdHTTPServerOptions{ErrorHandlerFunc: idem.RequestErrorHandler})
+	return http.MaxBytesHandler(authenticate(h), 1<<20)
+}
+
+// A server for the generated API of examples/payments (TestWiring runs the same handler).
+func Example_server() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := idem.Migrate(ctx, pool); err != nil { // or apply migrations/ with your tool
+		log.Fatal(err)
+	}
+	if err := db.Migrate(ctx, pool); err != nil { // the service's own tables
+		log.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", handler(ctx, pool, prometheus.DefaultRegisterer))
+	mux.Handle("GET /metrics", promhttp.Handler())
+	log.Fatal(http.ListenAndServe(":8080", mux))
+}

@@ -1,0 +1,32 @@
+// Package devdb gives the example's demo and development server a database with nothing
+// set up: DATABASE_URL when it is set, otherwise a throwaway PostgreSQL cluster started
+// from the local binaries (idemgen's internal/pgembed) and deleted by the returned stop
+// function.
+//
+// It exists for the one-command demo only. A real service connects to its own database
+// (service.Open takes a URL) and cannot import idemgen's internal packages.
+package devdb
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/idemgen/idemgen/internal/pgembed"
+)
+
+// URL returns DATABASE_URL, or starts a throwaway cluster and returns its URL. stop stops
+// that cluster and deletes its files (a no-op for DATABASE_URL). logf receives progress
+// lines.
+func URL(ctx context.Context, logf func(format string, args ...any)) (url string, stop func() error, err error) {
+	if url := os.Getenv("DATABASE_URL"); url != "" {
+		return url, func() error { return nil }, nil
+	}
+	logf("DATABASE_URL is empty: starting an embedded throwaway PostgreSQL (deleted on exit)")
+	c, err := pgembed.Start(ctx, pgembed.Options{Logf: logf})
+	if err != nil {
+		return "", nil, fmt.Errorf("embedded PostgreSQL: %w", err)
+	}
+	logf("embedded PostgreSQL ready at %s", c.URL())
+	return c.URL(), c.Stop, nil
+}

@@ -1,0 +1,71 @@
+package payments_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/idemgen/idemgen/examples/payments/db"
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// The wiring quoted in the README serves: a payment, its replay, the 401 of the
+// authentication stand-in, and the outcomes in the registry.
+func TestWiring(t *testing.T) {
+	pool := pgtest.Pool(t, pgtest.NewDB(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // stops the purger
+	if err := idem.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	srv := httptest.NewServer(handler(ctx, pool, reg))
+	defer srv.Close()
+
+	post := func(account string) (status int, replayed, body string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", srv.URL+"/payments", strings.NewReader(`{"amount":1999,"currency":"EUR"}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "order-42")
+		if account != "" {
+			req.Header.Set("X-Account-ID", account)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), string(b)
+	}
+	status, replayed, first := post("acct_1")
+	if status != http.StatusCreated || replayed != "" || !strings.Contains(first, `"amount":1999`) {
+		t.Fatalf("first POST: %d, replayed %q, %s", status, replayed, first)
+	}
+	status, replayed, again := post("acct_1")
+	if status != http.StatusCreated || replayed != "true" || again != first {
+		t.Fatalf("retry: %d, replayed %q, %s; want the first 201 replayed byte for byte (%s)", status, replayed, again, first)
+	}
+	if status, _, _ := post(""); status != http.StatusUnauthorized {
+		t.Fatalf("no account: %d, want 401", status)
+	}
+	var payments int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM payments`).Scan(&payments); err != nil || payments != 1 {
+		t.Fatalf("%d payments (%v), want 1", payments, err)
+	}
+	if n, err := testutil.GatherAndCount(reg, "idem_outcomes_total", "idem_stale_claims", "idem_repeated_payloads"); err != nil || n < 4 {
+		t.Fatalf("metrics: %d series (%v); want outcomes and both gauges", n, err)
+	}
+}
