@@ -91,3 +91,16 @@ func StringKey[T fmt.Stringer](v *T) *string {
 	k := (*v).String()
 	return &k
 }
+
+// RequestErrorHandler is [RequestErrorHandler] rendered with the store's
+// [RejectionRenderer]: a request the server could not decode or that failed validation
+// gets 400 (413 over the body limit) in the same shape as the protocol's rejections. Its
+// signature fits oapi-codegen's error handler options and idemvalidate.Middleware.
+func (s *Store) RequestErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	status := http.StatusBadRequest
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) || errors.Is(err, ErrBodyTooLarge) {
+		status = http.StatusRequestEntityTooLarge
+	}
+	_ = s.problem(OutcomeRejected, Problem{Status: status, Detail: err.Error()}, 0).WriteTo(w)
+}

@@ -8,14 +8,17 @@ import (
 	"os"
 	"time"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/idemgen/idemgen/examples/payments"
 	"github.com/idemgen/idemgen/examples/payments/api"
 	"github.com/idemgen/idemgen/examples/payments/db"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemprom"
+	"github.com/idemgen/idemgen/idem/idemvalidate"
 )
 
 // Payments implements the generated api.IdempotentServerInterface.
@@ -72,8 +75,8 @@ func accountScope(ctx context.Context) (string, error) {
 	return account, nil
 }
 
-// handler wires the generated API: the store with its scope, metrics and purger, and the
-// handlers with idem's problem+json error handlers.
+// handler wires the generated API: requests validated against the spec, the store with
+// its scope, metrics and purger, and the handlers with idem's problem+json error handlers.
 func handler(ctx context.Context, pool *pgxpool.Pool, reg prometheus.Registerer) http.Handler {
 	outcomes := idemprom.NewOutcomes()
 	store := idem.NewStore(pool, idem.WithScope(accountScope), idem.WithObserver(outcomes.Observe))
@@ -86,7 +89,18 @@ func handler(ctx context.Context, pool *pgxpool.Pool, reg prometheus.Registerer)
 			ResponseErrorHandlerFunc: idem.ResponseErrorHandler, // 500 problem; logs the error with slog
 		})
 	h := api.HandlerWithOptions(strict, api.StdHTTPServerOptions{ErrorHandlerFunc: idem.RequestErrorHandler})
-	return http.MaxBytesHandler(authenticate(h), 1<<20)
+
+	// Requests that break the spec (a missing field, a value out of range) get a 400
+	// problem before the idempotency protocol claims their key.
+	spec, err := openapi3.NewLoader().LoadFromData(payments.OpenAPI) // //go:embed openapi.yaml
+	if err != nil {
+		log.Fatal(err)
+	}
+	validate, err := idemvalidate.Middleware(spec, idem.RequestErrorHandler)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return http.MaxBytesHandler(authenticate(validate(h)), 1<<20)
 }
 
 // A server for the generated API of examples/payments (TestWiring runs the same handler).

@@ -7,8 +7,10 @@
 //
 //	http.MaxBytesHandler            body over Options.MaxBodyBytes → 413 problem
 //	requireAccount                  no X-Account-ID → 401 problem; else the account in ctx
-//	api (oapi-codegen)              decodes the JSON body; bad JSON → 400 problem
-//	validate (strict middleware)    amount, currency, description → 400 problem, before any SQL
+//	idemvalidate                    the request against openapi.yaml (kin-openapi's
+//	                                openapi3filter): amount, currency, description, bad or
+//	                                trailing JSON → 400 problem, before any SQL
+//	api (oapi-codegen)              decodes the JSON body
 //	api (idemgen)                   the idempotency protocol: key → claim → one transaction
 //	server.CreatePayment            business writes through the transaction it is handed
 //
@@ -23,27 +25,23 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"regexp"
 	"time"
-	"unicode/utf8"
+
+	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemgen/idemgen/examples/payments"
 	"github.com/idemgen/idemgen/examples/payments/api"
 	"github.com/idemgen/idemgen/examples/payments/db"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemvalidate"
 )
 
 // DefaultMaxBodyBytes is the request body limit when Options.MaxBodyBytes is zero.
 const DefaultMaxBodyBytes = 1 << 20
-
-// Limits of the request bodies (as in openapi.yaml).
-const (
-	MaxAmount            = 100_000_000_000
-	MaxDescriptionLength = 1000
-)
 
 // ProblemRefundExceedsRemaining is the problem type of a refund larger than what remains
 // of its payment (422).
@@ -98,9 +96,7 @@ func New(pool *pgxpool.Pool, opts Options) http.Handler {
 			opts.Logf("%s %s: %v", r.Method, r.URL.Path, err)
 		})
 	}
-	strict := api.NewStrictHandlerWithOptions(
-		api.NewIdempotentStrictServer(impl, store),
-		[]api.StrictMiddlewareFunc{validate},
+	strict := api.NewStrictHandlerWithOptions(api.NewIdempotentStrictServer(impl, store), nil,
 		api.StrictHTTPServerOptions{
 			RequestErrorHandlerFunc:  idem.RequestErrorHandler,
 			ResponseErrorHandlerFunc: responseError,
@@ -111,8 +107,22 @@ func New(pool *pgxpool.Pool, opts Options) http.Handler {
 	if limit <= 0 {
 		limit = DefaultMaxBodyBytes
 	}
-	return http.MaxBytesHandler(requireAccount(h), limit)
+	return http.MaxBytesHandler(requireAccount(validate(h)), limit)
 }
+
+// validate checks requests against openapi.yaml before the handlers (and the protocol)
+// see them: the spec states the constraints, nothing here repeats them.
+var validate = func() func(http.Handler) http.Handler {
+	spec, err := openapi3.NewLoader().LoadFromData(payments.OpenAPI)
+	if err != nil {
+		panic(fmt.Sprintf("the embedded openapi.yaml: %v", err)) // tested: see service_test.go
+	}
+	mw, err := idemvalidate.Middleware(spec, idem.RequestErrorHandler)
+	if err != nil {
+		panic(err)
+	}
+	return mw
+}()
 
 // server implements api.IdempotentServerInterface.
 type server struct {
@@ -247,50 +257,6 @@ func toPayment(p db.Payment) api.Payment {
 func notFound(id string) api.NotFoundApplicationProblemPlusJSONResponse {
 	detail := fmt.Sprintf("no payment %q in this account", id)
 	return api.NotFoundApplicationProblemPlusJSONResponse{Title: http.StatusText(http.StatusNotFound), Status: http.StatusNotFound, Detail: &detail}
-}
-
-// validate is a strict-server middleware: it checks the decoded request bodies against
-// the spec's constraints before the idempotency protocol sees them, and answers 400.
-func validate(next api.StrictHandlerFunc, operationID string) api.StrictHandlerFunc {
-	return func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error) {
-		switch req := request.(type) {
-		case api.CreatePaymentRequestObject:
-			if msg := checkPayment(req.Body); msg != "" {
-				return api.CreatePayment400ApplicationProblemPlusJSONResponse{BadRequestApplicationProblemPlusJSONResponse: badRequest(msg)}, nil
-			}
-		case api.CreateRefundRequestObject:
-			if msg := checkAmount(req.Body.Amount); msg != "" {
-				return api.CreateRefund400ApplicationProblemPlusJSONResponse{BadRequestApplicationProblemPlusJSONResponse: badRequest(msg)}, nil
-			}
-		}
-		return next(ctx, w, r, request)
-	}
-}
-
-var currencyRE = regexp.MustCompile(`^[A-Z]{3}$`)
-
-func checkPayment(b *api.NewPayment) string {
-	if msg := checkAmount(b.Amount); msg != "" {
-		return msg
-	}
-	if !currencyRE.MatchString(b.Currency) {
-		return fmt.Sprintf("currency %q is not an ISO 4217 alphabetic code (three capital letters, e.g. EUR)", b.Currency)
-	}
-	if b.Description != nil && utf8.RuneCountInString(*b.Description) > MaxDescriptionLength {
-		return fmt.Sprintf("description is longer than %d characters", MaxDescriptionLength)
-	}
-	return ""
-}
-
-func checkAmount(a int64) string {
-	if a < 1 || a > MaxAmount {
-		return fmt.Sprintf("amount must be an integer from 1 to %d (minor units), got %d", int64(MaxAmount), a)
-	}
-	return ""
-}
-
-func badRequest(detail string) api.BadRequestApplicationProblemPlusJSONResponse {
-	return api.BadRequestApplicationProblemPlusJSONResponse{Title: http.StatusText(http.StatusBadRequest), Status: http.StatusBadRequest, Detail: &detail}
 }
 
 func textOrNull(s *string) pgtype.Text {

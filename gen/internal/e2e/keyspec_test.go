@@ -9,10 +9,12 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/gen/testdata/golden/keyspec"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemvalidate"
 	"github.com/idemgen/idemgen/internal/pgtest"
 )
 
@@ -60,7 +62,8 @@ func ownShape(p idem.Problem) (string, []byte) {
 	return "application/json", b
 }
 
-func keyspecServer(t *testing.T) (*httptest.Server, *transfers, *pgxpool.Pool) {
+// keyspecServer serves keyspec's generated handlers, wrapped in the middleware given.
+func keyspecServer(t *testing.T, middleware ...func(http.Handler) http.Handler) (*httptest.Server, *transfers, *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
 	pool := pgtest.Pool(t, pgtest.NewDB(t))
@@ -75,7 +78,11 @@ func keyspecServer(t *testing.T) (*httptest.Server, *transfers, *pgxpool.Pool) {
 	strict := keyspec.NewStrictHandlerWithOptions(keyspec.NewIdempotentStrictServer(impl, store), nil, keyspec.StrictHTTPServerOptions{
 		RequestErrorHandlerFunc: idem.RequestErrorHandler, ResponseErrorHandlerFunc: idem.ResponseErrorHandler,
 	})
-	srv := httptest.NewServer(keyspec.HandlerWithOptions(strict, keyspec.StdHTTPServerOptions{ErrorHandlerFunc: idem.RequestErrorHandler}))
+	h := keyspec.HandlerWithOptions(strict, keyspec.StdHTTPServerOptions{ErrorHandlerFunc: idem.RequestErrorHandler})
+	for _, m := range middleware {
+		h = m(h)
+	}
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv, impl, pool
 }
@@ -195,4 +202,37 @@ func send(t *testing.T, srv *httptest.Server, method, path string, header map[st
 		req.Header.Set(k, v)
 	}
 	return roundTrip(t, req)
+}
+
+// Requests are validated against the spec before the protocol (idemvalidate): a body that
+// breaks the schema, or carries data after its JSON value, is a 400 that claims nothing,
+// and the same key then serves the corrected request.
+func TestValidationBeforeTheClaim(t *testing.T) {
+	spec, err := openapi3.NewLoader().LoadFromFile("../../testdata/golden/keyspec/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	validate, err := idemvalidate.Middleware(spec, idem.RequestErrorHandler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, impl, pool := keyspecServer(t, validate)
+	h := map[string]string{"x-idempotency-key": uuidKey}
+	for _, c := range []struct{ body, names string }{
+		{`{}`, `amount`},
+		{`{"amount": 0}`, `/amount: number must be at least 1`},
+		{`{"amount": "5"}`, `/amount`},
+		{`{"amount": 5}garbage`, `after top-level value`},
+	} {
+		r := send(t, srv, "POST", "/transfers", h, "application/json", c.body)
+		if r.status != 400 || r.header.Get("Content-Type") != "application/problem+json" || !strings.Contains(r.body, c.names) {
+			t.Errorf("%s: %d %s, want a 400 problem naming %q", c.body, r.status, r.body, c.names)
+		}
+	}
+	if n := count(t, pool, `SELECT count(*) FROM idempotency_keys`); n != 0 || impl.calls.Load() != 0 {
+		t.Fatalf("%d keys stored, business ran %d times: invalid requests must not reach the protocol", n, impl.calls.Load())
+	}
+	if r := send(t, srv, "POST", "/transfers", h, "application/json", `{"amount": 5}`); r.status != 201 {
+		t.Errorf("the corrected request with the same key: %d %s", r.status, r.body)
+	}
 }

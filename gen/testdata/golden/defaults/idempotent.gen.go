@@ -59,6 +59,9 @@ var createTransferPolicy = &idem.Policy{
 //		ResponseErrorHandlerFunc: idem.ResponseErrorHandler,
 //	})
 //	h := HandlerWithOptions(strict, StdHTTPServerOptions{ErrorHandlerFunc: idem.RequestErrorHandler})
+//
+// and validate requests against the spec in front of h (idemvalidate.Middleware), so that
+// a request the spec does not allow is a 400 that never claims its key.
 func NewIdempotentStrictServer(impl IdempotentServerInterface, store *idem.Store) StrictServerInterface {
 	return &idempotentServer{impl: impl, store: store}
 }
