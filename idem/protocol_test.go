@@ -402,29 +402,6 @@ func TestMissingAndInvalidKey(t *testing.T) {
 	}
 }
 
-// The business run is bounded by the policy's timeout: cancelled, rolled back, released.
-func TestTimeoutReleases(t *testing.T) {
-	e := newEnv(t)
-	p := policy("createThing")
-	p.Timeout = 200 * time.Millisecond
-	slow := func(ctx context.Context, tx Tx) (*Response, error) {
-		if _, err := insertOne("x")(ctx, tx); err != nil {
-			return nil, err
-		}
-		_, err := tx.Exec(ctx, "SELECT pg_sleep(30)")
-		return nil, err
-	}
-	if _, err := e.store.Do(context.Background(), p, ptr("k"), parts("x"), slow); err == nil {
-		t.Fatal("a business run past its timeout succeeded")
-	}
-	if e.rows("") != 0 || e.keyRows() != 0 {
-		t.Fatalf("after timeout: %d rows, %d keys", e.rows(""), e.keyRows())
-	}
-	if r := e.do(p, "k", "x", insertOne("x")); r.Outcome != OutcomeCompleted {
-		t.Fatalf("retry: %s", r.Outcome)
-	}
-}
-
 // Serialization failures are retried while the claim is ours.
 func TestSerializationFailureRetried(t *testing.T) {
 	e := newEnv(t)
