@@ -357,7 +357,7 @@ func TestMismatchAndScopes(t *testing.T) {
 func TestRetentionExpiry(t *testing.T) {
 	e := newEnv(t)
 	p := policy("createThing")
-	p.Retention = 300 * time.Millisecond
+	p.Lease, p.Retention = 300*time.Millisecond, 300*time.Millisecond // retention ≥ lease
 	if r := e.do(p, "k", "x", insertOne("x")); r.Outcome != OutcomeCompleted {
 		t.Fatal(r.Outcome)
 	}
