@@ -124,7 +124,9 @@ func TestSubMillisecondRetentionRunsNothing(t *testing.T) {
 // option (they have no error to return): never a silent default.
 func TestOptionsRefuseBadValues(t *testing.T) {
 	for name, build := range map[string]func(){
-		"WithMaxRetries(-1)": func() { WithMaxRetries(-1) },
+		"WithMaxRetries(-1)":       func() { WithMaxRetries(-1) },
+		"WithMaxResponseBytes(0)":  func() { WithMaxResponseBytes(0) },
+		"WithMaxResponseBytes(-5)": func() { WithMaxResponseBytes(-5) },
 	} {
 		func() {
 			defer func() {
@@ -135,5 +137,6 @@ func TestOptionsRefuseBadValues(t *testing.T) {
 			build()
 		}()
 	}
-	WithMaxRetries(0) // disables retries: valid
+	WithMaxRetries(0)       // disables retries: valid
+	WithMaxResponseBytes(1) // valid
 }

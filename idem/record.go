@@ -2,14 +2,62 @@ package idem
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"sort"
 )
 
+// DefaultMaxResponseBytes is the largest response body recorded by default: 1 MiB. The
+// answer to a state-changing call is typically a small JSON document (a few KiB); 1 MiB
+// leaves room for much more while bounding what one request holds in memory and what one
+// key row stores and replays. [WithMaxResponseBytes] sets another cap.
+const DefaultMaxResponseBytes int64 = 1 << 20
+
+// ErrResponseTooLarge is wrapped by the error of a recording whose body grew past the cap
+// ([DefaultMaxResponseBytes], or [WithMaxResponseBytes]): the recorder's Write returns it,
+// [Record] and [Store.Record] return it, and [Store.Do] fails the call with it. The call
+// fails closed: the business transaction is rolled back and the claim released, and the
+// client gets a 500 ([ResponseErrorHandler]); a partial body is never stored.
+var ErrResponseTooLarge = errors.New("idem: response body over the recording cap")
+
+// WithMaxResponseBytes caps the response body a business function may record, in bytes
+// (default [DefaultMaxResponseBytes]). [Store.Record] stops buffering there, and
+// [Store.Do] fails a call whose response body is longer, however it was built (see
+// [ErrResponseTooLarge]). It panics when n is not positive.
+func WithMaxResponseBytes(n int64) Option {
+	if n <= 0 {
+		panic(fmt.Sprintf("idem.WithMaxResponseBytes(%d): the cap must be positive (leave the option out for the default, %d)", n, DefaultMaxResponseBytes))
+	}
+	return func(s *Store) { s.maxResponseBytes = n }
+}
+
+// maxResponse is the store's response cap, in bytes.
+func (s *Store) maxResponse() int64 {
+	if s.maxResponseBytes > 0 {
+		return s.maxResponseBytes
+	}
+	return DefaultMaxResponseBytes
+}
+
+// capResponse makes a response body over the store's cap an error of fn, so the call
+// fails closed (rolled back, released) whatever built the response.
+func (s *Store) capResponse(fn Func) Func {
+	return func(ctx context.Context, tx Tx) (*Response, error) {
+		resp, err := fn(ctx, tx)
+		if err == nil && resp != nil && int64(len(resp.Body)) > s.maxResponse() {
+			return nil, fmt.Errorf("%w: %d bytes, the cap is %d", ErrResponseTooLarge, len(resp.Body), s.maxResponse())
+		}
+		return resp, err
+	}
+}
+
 // Record runs visit (a generated response object's Visit method) against an in-memory
-// writer and returns what it wrote.
+// writer and returns what it wrote, with a body of at most [DefaultMaxResponseBytes]
+// (past it the writer's Write fails and Record returns an error wrapping
+// [ErrResponseTooLarge], whatever visit returned). [Store.Record] records under the
+// store's own cap.
 //
 // Header lines are sorted by name ([Response.Header]); Date, Content-Length, Connection,
 // Transfer-Encoding and Idempotent-Replayed are dropped (the server sets them again).
@@ -19,7 +67,17 @@ import (
 // A visit that writes no final status records 200, as net/http would. 101 Switching
 // Protocols and codes outside 100–999 are errors (net/http would panic on the latter).
 func Record(visit func(w http.ResponseWriter) error) (*Response, error) {
-	rec := &recorder{header: http.Header{}}
+	return record(visit, DefaultMaxResponseBytes)
+}
+
+// Record is the package-level [Record] with the store's cap ([WithMaxResponseBytes])
+// instead of [DefaultMaxResponseBytes]. The generated code records with it.
+func (s *Store) Record(visit func(w http.ResponseWriter) error) (*Response, error) {
+	return record(visit, s.maxResponse())
+}
+
+func record(visit func(w http.ResponseWriter) error, maxBody int64) (*Response, error) {
+	rec := &recorder{header: http.Header{}, max: maxBody}
 	err := visit(rec)
 	if rec.err != nil && !errors.Is(err, rec.err) {
 		err = rec.err // a visit that swallowed the writer's error still fails
@@ -48,13 +106,15 @@ func Record(visit func(w http.ResponseWriter) error) (*Response, error) {
 }
 
 // recorder is an http.ResponseWriter that keeps what is written, like net/http's server:
-// header changes after the final WriteHeader are not part of the response. err is the
-// first failure (a status that cannot be recorded), after which every Write fails.
+// header changes after the final WriteHeader are not part of the response. Its body holds
+// at most max bytes; err is the first failure (body over max, a status that cannot be
+// recorded), after which every Write fails.
 type recorder struct {
 	header   http.Header
 	snapshot http.Header
 	status   int
 	body     bytes.Buffer
+	max      int64
 	err      error
 }
 
@@ -89,6 +149,11 @@ func (r *recorder) Write(b []byte) (int, error) {
 			r.header.Set("Content-Type", http.DetectContentType(b))
 		}
 		r.WriteHeader(http.StatusOK)
+	}
+	if int64(r.body.Len())+int64(len(b)) > r.max {
+		r.err = fmt.Errorf("%w: more than %d bytes", ErrResponseTooLarge, r.max)
+		r.body = bytes.Buffer{} // nothing of it is used: let it go
+		return 0, r.err
 	}
 	return r.body.Write(b)
 }

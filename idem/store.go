@@ -149,6 +149,8 @@ type Store struct {
 	observe    Observer
 	cacheable  func(status int) bool
 	maxRetries int
+	// maxResponseBytes caps a recorded response body; 0 means DefaultMaxResponseBytes.
+	maxResponseBytes int64
 
 	// hookClaimed, when set (tests only), runs after a claim is won and before the
 	// business transaction begins: the window in which an owner can lose its lease.
@@ -265,11 +267,13 @@ type call struct {
 // error of the protocol itself; the caller answers it as a server error. An error wrapping
 // [ErrCommitUnknown] means the COMMIT got no answer: the claim is kept until its lease ends.
 // A policy that breaks a rule of [Policy] is an error wrapping [ErrInvalidPolicy], before any
-// SQL.
+// SQL; a response body over the cap ([WithMaxResponseBytes]) is an error wrapping
+// [ErrResponseTooLarge], rolled back and released like any business error.
 func (s *Store) Do(ctx context.Context, p *Policy, rawKey *string, parts []Part, fn Func) (*Response, error) {
 	if err := p.check(); err != nil {
 		return nil, err
 	}
+	fn = s.capResponse(fn)
 	if rawKey == nil {
 		if p.KeyRequired {
 			return s.reject(p, OutcomeMissingKey, http.StatusBadRequest,

@@ -59,7 +59,7 @@ func (s *idempotentServer) CreateWidget(ctx context.Context, request CreateWidge
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCreateWidgetResponse)
+		return s.store.Record(out.VisitCreateWidgetResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err

@@ -72,7 +72,7 @@ func (s *idempotentServer) StartJob(ctx context.Context, request StartJobRequest
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitStartJobResponse)
+		return s.store.Record(out.VisitStartJobResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err
@@ -90,7 +90,7 @@ func (s *idempotentServer) CancelJob(ctx context.Context, request CancelJobReque
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCancelJobResponse)
+		return s.store.Record(out.VisitCancelJobResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err

@@ -63,7 +63,7 @@ func (s *idempotentServer) CreatePayment(ctx context.Context, request CreatePaym
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCreatePaymentResponse)
+		return s.store.Record(out.VisitCreatePaymentResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err

@@ -73,7 +73,7 @@ func (s *idempotentServer) LockAccount(ctx context.Context, request LockAccountR
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitLockAccountResponse)
+		return s.store.Record(out.VisitLockAccountResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err
@@ -94,7 +94,7 @@ func (s *idempotentServer) CreateAccountTransfer(ctx context.Context, request Cr
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCreateAccountTransferResponse)
+		return s.store.Record(out.VisitCreateAccountTransferResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err

@@ -69,7 +69,7 @@ func (s *idempotentServer) AddPet(ctx context.Context, request AddPetRequestObje
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitAddPetResponse)
+		return s.store.Record(out.VisitAddPetResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err

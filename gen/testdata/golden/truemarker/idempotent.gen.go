@@ -65,7 +65,7 @@ func (s *idempotentServer) CreateOrder(ctx context.Context, request CreateOrderR
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCreateOrderResponse)
+		return s.store.Record(out.VisitCreateOrderResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err
