@@ -18,16 +18,18 @@ import (
 
 // FuzzParseKey checks ParseKey on any header value:
 //   - it never panics, and every error wraps ErrInvalidKey;
-//   - an accepted key is 1..MaxKeyLen bytes of printable ASCII (0x20-0x7E);
+//   - an accepted key is 1..MaxKeyLen bytes of printable ASCII (0x20-0x7E) that neither
+//     begins nor ends with a space (so it is never blank);
 //   - the accepted key round-trips: its sf-string (quoted) form parses to it, and so does
-//     its bare form when it has one (no comma, no leading DQUOTE, no surrounding blanks);
-//   - nothing valid is refused: when the input itself is 1..MaxKeyLen printable ASCII
-//     bytes, its quoted form is accepted and yields it.
+//     its bare form when it has one (no comma, no leading DQUOTE);
+//   - nothing valid is refused: when the input itself is such a key, its quoted form is
+//     accepted and yields it; and nothing invalid is accepted: when the input is printable
+//     ASCII with a leading or trailing space (blank included), its quoted form is refused.
 func FuzzParseKey(f *testing.F) {
 	for _, s := range []string{
 		"abc", `"abc"`, `"a\"b\\c"`, " \tkey\t ", strings.Repeat("k", 255), strings.Repeat("k", 256),
 		`"` + strings.Repeat("k", 255) + `"`, "a,b", `"a,b"`, `"a", "b"`, `"abc" x`, `"bad\escape"`,
-		"", " ", `""`, "nul\x00byte", "é", "\x7f", "line\nbreak", `"unterminated`, `a"b`, `"`,
+		"", " ", `""`, `"   "`, `" abc"`, `"abc "`, `"a b"`, "nul\x00byte", "é", "\x7f", "line\nbreak", `"unterminated`, `a"b`, `"`,
 	} {
 		f.Add(s)
 	}
@@ -41,8 +43,8 @@ func FuzzParseKey(f *testing.F) {
 				t.Fatalf("ParseKey(%q) = %q with error %v", raw, k, err)
 			}
 		} else {
-			if !printableKey(k) {
-				t.Fatalf("ParseKey(%q) accepted %q: not 1..%d printable ASCII bytes", raw, k, MaxKeyLen)
+			if !validKey(k) {
+				t.Fatalf("ParseKey(%q) accepted %q: not 1..%d printable ASCII bytes without surrounding spaces", raw, k, MaxKeyLen)
 			}
 			if got, err := ParseKey(quoteKey(k)); err != nil || got != k {
 				t.Fatalf("quoted form %s of accepted key %q: %q, %v", quoteKey(k), k, got, err)
@@ -53,20 +55,28 @@ func FuzzParseKey(f *testing.F) {
 				}
 			}
 		}
-		if printableKey(raw) {
+		switch {
+		case validKey(raw):
 			if got, err := ParseKey(quoteKey(raw)); err != nil || got != raw {
 				t.Fatalf("valid key %q refused in its quoted form %s: %q, %v", raw, quoteKey(raw), got, err)
+			}
+		case printableASCII(raw) && raw != "" && (raw[0] == ' ' || raw[len(raw)-1] == ' '):
+			if got, err := ParseKey(quoteKey(raw)); !errors.Is(err, ErrInvalidKey) {
+				t.Fatalf("key %q with a surrounding space accepted in its quoted form %s: %q, %v", raw, quoteKey(raw), got, err)
 			}
 		}
 	})
 }
 
-func printableKey(k string) bool {
-	if len(k) < 1 || len(k) > MaxKeyLen {
-		return false
-	}
-	for i := 0; i < len(k); i++ {
-		if k[i] < 0x20 || k[i] > 0x7e {
+// validKey is the rule of ParseKey: 1..MaxKeyLen printable ASCII bytes, no leading or
+// trailing space.
+func validKey(k string) bool {
+	return len(k) >= 1 && len(k) <= MaxKeyLen && printableASCII(k) && k[0] != ' ' && k[len(k)-1] != ' '
+}
+
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] > 0x7e {
 			return false
 		}
 	}
@@ -79,8 +89,7 @@ func quoteKey(k string) string {
 }
 
 func hasBareForm(k string) bool {
-	return !strings.Contains(k, ",") && k[0] != '"' &&
-		strings.Trim(k, " \t") == k
+	return !strings.Contains(k, ",") && k[0] != '"'
 }
 
 // FuzzFingerprintCanonical checks that a request body's fingerprint does not depend on the

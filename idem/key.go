@@ -22,12 +22,17 @@ var ErrInvalidKey = errors.New("invalid idempotency key")
 
 // ParseKey validates one raw idempotency key value and returns the key.
 //
-// raw is the header field value as received (or the body field's value). Accepted forms,
-// per draft-ietf-httpapi-idempotency-key-header §2.1 (the value is an RFC 8941 sf-string):
-// the quoted form `"abc"` (with \" and \\ escapes) and, leniently, the bare form `abc`.
-// The key must be 1–[MaxKeyLen] bytes of printable ASCII (0x20–0x7E). A bare value holding
-// a comma is read as several values and rejected: a request carries one key. Surrounding
-// spaces and tabs are ignored (optional whitespace of RFC 9110 §5.6.3).
+// raw is the header field value as received (or the body field's value, from [KeyFromBody]).
+// Accepted forms, per draft-ietf-httpapi-idempotency-key-header §2.1 (the value is an
+// RFC 8941 sf-string): the quoted form `"abc"` (with \" and \\ escapes) and, leniently, the
+// bare form `abc`. The key must be 1–[MaxKeyLen] bytes of printable ASCII (0x20–0x7E) and
+// must not begin or end with a space: a blank key (`"   "`) or one with leading or
+// trailing spaces (`" abc"`) is refused in every form, since a client, proxy or log that
+// trims it would make it another key. Spaces inside are kept (`"a b"`). A bare value
+// holding a comma is read as several values and rejected: a request carries one key.
+// Spaces and tabs around the whole raw value are optional whitespace of the header field
+// (RFC 9110 §5.6.3), not part of the key, and are ignored (net/http strips them before a
+// handler sees the value anyway); blanks only is an empty value.
 //
 // Errors wrap [ErrInvalidKey] and say which rule failed.
 func ParseKey(raw string) (string, error) {
@@ -47,10 +52,23 @@ func ParseKey(raw string) (string, error) {
 			return "", fmt.Errorf("%w: byte 0x%02x at offset %d is not printable ASCII", ErrInvalidKey, c, i)
 		}
 	}
-	if len(v) > MaxKeyLen {
-		return "", fmt.Errorf("%w: %d bytes, longer than %d", ErrInvalidKey, len(v), MaxKeyLen)
+	return checkKey(v)
+}
+
+// checkKey applies the rules every parsed key obeys, bare or quoted: 1–MaxKeyLen bytes, no
+// surrounding spaces. (Bytes are checked where the form is read.)
+func checkKey(k string) (string, error) {
+	switch {
+	case k == "":
+		return "", fmt.Errorf("%w: empty", ErrInvalidKey)
+	case strings.Trim(k, " ") == "":
+		return "", fmt.Errorf("%w: blank (spaces only)", ErrInvalidKey)
+	case k[0] == ' ' || k[len(k)-1] == ' ':
+		return "", fmt.Errorf("%w: leading or trailing space", ErrInvalidKey)
+	case len(k) > MaxKeyLen:
+		return "", fmt.Errorf("%w: %d bytes, longer than %d", ErrInvalidKey, len(k), MaxKeyLen)
 	}
-	return v, nil
+	return k, nil
 }
 
 // parseSFString reads an RFC 8941 §3.3.3 sf-string: DQUOTE *(unescaped / "\" (DQUOTE / "\")) DQUOTE.
@@ -73,14 +91,7 @@ func parseSFString(v string) (string, error) {
 				}
 				return "", fmt.Errorf("%w: text after the closing quote", ErrInvalidKey)
 			}
-			k := b.String()
-			if k == "" {
-				return "", fmt.Errorf("%w: empty", ErrInvalidKey)
-			}
-			if len(k) > MaxKeyLen {
-				return "", fmt.Errorf("%w: %d bytes, longer than %d", ErrInvalidKey, len(k), MaxKeyLen)
-			}
-			return k, nil
+			return checkKey(b.String())
 		case c < 0x20 || c > 0x7e:
 			return "", fmt.Errorf("%w: byte 0x%02x at offset %d is not printable ASCII", ErrInvalidKey, c, i)
 		default:
@@ -106,7 +117,9 @@ func KeyFromHeader(values []string) (raw string, present bool, err error) {
 // KeyFromBody returns the raw idempotency key at pointer (an RFC 6901 JSON pointer, e.g.
 // "/idempotency_key") in body's JSON encoding, for APIs that carry the key in the request
 // body. It returns nil when body is nil or the value is absent or null. A value that is
-// not a string is an error wrapping [ErrInvalidKey] (answer it 400, like a bad header).
+// not a string, and a string that is blank or begins or ends with a space or tab (a JSON
+// string has no optional whitespace to strip, see [ParseKey]), is an error wrapping
+// [ErrInvalidKey] (answer it 400, like a bad header).
 func KeyFromBody(body any, pointer string) (*string, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
@@ -128,6 +141,9 @@ func KeyFromBody(body any, pointer string) (*string, error) {
 	case nil:
 		return nil, nil
 	case string:
+		if strings.Trim(k, " \t") != k {
+			return nil, fmt.Errorf("%w: the body's %s is blank or begins or ends with a space or tab", ErrInvalidKey, pointer)
+		}
 		return &k, nil
 	default:
 		return nil, fmt.Errorf("%w: the body's %s is a %T, not a string", ErrInvalidKey, pointer, v)

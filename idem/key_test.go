@@ -20,6 +20,11 @@ func TestParseKey(t *testing.T) {
 		{name: "empty", raw: "", bad: true},
 		{name: "blank", raw: "   ", bad: true},
 		{name: "empty quoted", raw: `""`, bad: true},
+		{name: "blank quoted", raw: `"   "`, bad: true},
+		{name: "quoted, leading space", raw: `" abc"`, bad: true},
+		{name: "quoted, trailing space", raw: `"abc "`, bad: true},
+		{name: "quoted, space inside", raw: `"a b"`, want: "a b"},
+		{name: "bare, space inside", raw: "a b", want: "a b"},
 		{name: "256 bytes", raw: strings.Repeat("k", 256), bad: true},
 		{name: "256 bytes quoted", raw: `"` + strings.Repeat("k", 256) + `"`, bad: true},
 		{name: "multi-byte UTF-8", raw: "clé-1", bad: true},
@@ -113,6 +118,10 @@ func TestKeyFromBody(t *testing.T) {
 		{"parent absent", body{}, "/meta/request~1key", "", false},
 		{"a number", body{Key: 42}, "/idempotency_key", "", true},
 		{"an object", body{Key: map[string]int{"a": 1}}, "/idempotency_key", "", true},
+		{"blank", body{Key: "   "}, "/idempotency_key", "", true},
+		{"leading space", body{Key: " k1"}, "/idempotency_key", "", true},
+		{"trailing tab", body{Key: "k1\t"}, "/idempotency_key", "", true},
+		{"space inside", body{Key: "k 1"}, "/idempotency_key", "k 1", false},
 	} {
 		got, err := KeyFromBody(tt.body, tt.pointer)
 		switch {

@@ -48,14 +48,22 @@ func (k *KeySchema) Check(key string) error {
 	if k.Pattern == "" {
 		return nil
 	}
-	k.once.Do(func() { k.re, k.err = regexp.Compile(k.Pattern) })
-	if k.err != nil {
-		return fmt.Errorf("%w: %q: %v", ErrInvalidPattern, k.Pattern, k.err)
+	if err := k.compile(); err != nil {
+		return fmt.Errorf("%w: %q: %v", ErrInvalidPattern, k.Pattern, err)
 	}
 	if !k.re.MatchString(key) {
 		return fmt.Errorf("%w: does not match the pattern %q", ErrInvalidKey, k.Pattern)
 	}
 	return nil
+}
+
+// compile compiles Pattern once; nil when there is none.
+func (k *KeySchema) compile() error {
+	if k.Pattern == "" {
+		return nil
+	}
+	k.once.Do(func() { k.re, k.err = regexp.Compile(k.Pattern) })
+	return k.err
 }
 
 // ErrInvalidPattern is wrapped by the error of a [KeySchema] whose Pattern does not compile.

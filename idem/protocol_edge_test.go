@@ -161,47 +161,65 @@ func TestBusinessNilResponse(t *testing.T) {
 	}
 }
 
-// A completed key past retention is free again; a processing claim past retention whose
-// lease is live is not (its owner may be between claim and lock): 409, the row unchanged.
+// A processing claim past retention whose lease is live is not taken over (its owner may be
+// between claim and lock): 409, the row unchanged. Valid policies (retention ≥ lease)
+// reach that state through a reclaim, which renews the lease but not the retention, e.g.
+// during a deploy that lengthens the lease: call 1 (lease 1s, retention 2s) claims and is
+// parked before its business transaction (an owner that is gone); past its lease and
+// within its retention, call 2 (lease 30s) reclaims and is parked at the same place; past
+// the retention, call 3 finds the row expired with a live lease.
 func TestExpiredClaimWithLiveLeaseIsNotTakenOver(t *testing.T) {
 	e := newEnv(t)
-	p := policy("createThing")
-	p.Lease = 30 * time.Second
-	p.Retention = 100 * time.Millisecond
-	claimed, resume := make(chan struct{}), make(chan struct{})
+	old, p := policy("createThing"), policy("createThing")
+	old.Lease, old.Retention = time.Second, 2*time.Second
+	p.Lease, p.Retention = 30*time.Second, 30*time.Second
+	parked := []chan struct{}{make(chan struct{}), make(chan struct{})}
+	resume := make(chan struct{})
 	resumeOnce := sync.OnceFunc(func() { close(resume) })
-	t.Cleanup(resumeOnce) // a failed test does not leave the owner parked
-	var first atomic.Bool
+	t.Cleanup(resumeOnce) // a failed test does not leave the owners parked
+	var claims atomic.Int32
 	e.store.hookClaimed = func() {
-		if first.CompareAndSwap(false, true) {
-			close(claimed)
+		if n := claims.Add(1); n <= 2 {
+			close(parked[n-1])
 			<-resume
 		}
 	}
-	var owner *Response
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		owner, _ = e.store.Do(context.Background(), p, ptr("k"), parts("x"), insertOne("x"))
-	}()
-	<-claimed
+	owners := make([]*Response, 2)
+	var wg sync.WaitGroup
+	for i, pol := range []*Policy{old, p} {
+		if i == 1 {
+			e.waitFor("leased_until <= now() FROM idempotency_keys WHERE key = 'k'")
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			owners[i], _ = e.store.Do(context.Background(), pol, ptr("k"), parts("x"), insertOne("x"))
+		}()
+		<-parked[i]
+	}
 	e.waitFor("expires_at <= now() FROM idempotency_keys WHERE key = 'k'")
 	var token int64
-	if err := e.pool.QueryRow(context.Background(), "SELECT lease_token FROM idempotency_keys").Scan(&token); err != nil {
+	var pastRetention, leaseLive bool
+	if err := e.pool.QueryRow(context.Background(),
+		"SELECT lease_token, expires_at <= now(), leased_until > now() FROM idempotency_keys").Scan(&token, &pastRetention, &leaseLive); err != nil {
 		t.Fatal(err)
 	}
+	if e.count(OutcomeReclaimed) != 1 || !pastRetention || !leaseLive {
+		t.Fatalf("reclaimed %d, past retention %v, lease live %v: want 1, true, true (call 2 came past call 1's retention?)",
+			e.count(OutcomeReclaimed), pastRetention, leaseLive)
+	}
 	r := e.do(p, "k", "x", insertOne("x"))
-	resumeOnce()
-	<-done
-	if r.Status != http.StatusConflict || r.Outcome != OutcomeInProgress || e.count(OutcomeTakenOver) != 0 {
-		t.Fatalf("duplicate: %d %s, taken over %d; want 409 in_progress, 0", r.Status, r.Outcome, e.count(OutcomeTakenOver))
-	}
-	if owner == nil || owner.Outcome != OutcomeCompleted || e.rows("") != 1 {
-		t.Fatalf("owner: %+v, %d rows; want completed, 1", owner, e.rows(""))
-	}
 	var after int64
 	if err := e.pool.QueryRow(context.Background(), "SELECT lease_token FROM idempotency_keys").Scan(&after); err != nil || after != token {
 		t.Fatalf("lease token %d -> %d (%v): the rejection changed the row", token, after, err)
+	}
+	resumeOnce()
+	wg.Wait()
+	if r.Status != http.StatusConflict || r.Outcome != OutcomeInProgress || e.count(OutcomeTakenOver) != 0 {
+		t.Fatalf("duplicate: %d %s, taken over %d; want 409 in_progress, 0", r.Status, r.Outcome, e.count(OutcomeTakenOver))
+	}
+	if owners[0] == nil || owners[0].Outcome != OutcomeLeaseLost || owners[1] == nil || owners[1].Outcome != OutcomeCompleted || e.rows("") != 1 {
+		t.Fatalf("first owner %+v, reclaimer %+v, %d rows; want lease_lost, completed, 1", owners[0], owners[1], e.rows(""))
 	}
 }
 

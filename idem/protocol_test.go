@@ -357,7 +357,7 @@ func TestMismatchAndScopes(t *testing.T) {
 func TestRetentionExpiry(t *testing.T) {
 	e := newEnv(t)
 	p := policy("createThing")
-	p.Retention = 300 * time.Millisecond
+	p.Lease, p.Retention = 300*time.Millisecond, 300*time.Millisecond // retention ≥ lease
 	if r := e.do(p, "k", "x", insertOne("x")); r.Outcome != OutcomeCompleted {
 		t.Fatal(r.Outcome)
 	}
@@ -399,29 +399,6 @@ func TestMissingAndInvalidKey(t *testing.T) {
 	}
 	if e.rows("") != 2 || e.keyRows() != 0 {
 		t.Fatalf("unkeyed calls: %d rows, %d keys; want 2, 0", e.rows(""), e.keyRows())
-	}
-}
-
-// The business run is bounded by the policy's timeout: cancelled, rolled back, released.
-func TestTimeoutReleases(t *testing.T) {
-	e := newEnv(t)
-	p := policy("createThing")
-	p.Timeout = 200 * time.Millisecond
-	slow := func(ctx context.Context, tx Tx) (*Response, error) {
-		if _, err := insertOne("x")(ctx, tx); err != nil {
-			return nil, err
-		}
-		_, err := tx.Exec(ctx, "SELECT pg_sleep(30)")
-		return nil, err
-	}
-	if _, err := e.store.Do(context.Background(), p, ptr("k"), parts("x"), slow); err == nil {
-		t.Fatal("a business run past its timeout succeeded")
-	}
-	if e.rows("") != 0 || e.keyRows() != 0 {
-		t.Fatalf("after timeout: %d rows, %d keys", e.rows(""), e.keyRows())
-	}
-	if r := e.do(p, "k", "x", insertOne("x")); r.Outcome != OutcomeCompleted {
-		t.Fatalf("retry: %s", r.Outcome)
 	}
 }
 

@@ -1,11 +1,9 @@
 package idem
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sort"
 	"strconv"
 )
 
@@ -68,37 +66,6 @@ func (r *Response) WriteTo(w http.ResponseWriter) error {
 	return err
 }
 
-// Record runs visit (a generated response object's Visit method) against an in-memory
-// writer and returns what it wrote. Header lines are sorted by name ([Response.Header]);
-// Date, Content-Length, Connection, Transfer-Encoding and Idempotent-Replayed are dropped
-// (the server sets them again). Set-Cookie is kept for the client whose request ran, but
-// never stored, so never replayed ([StoredHeader]). A visit that writes no status records
-// 200, as net/http would.
-func Record(visit func(w http.ResponseWriter) error) (*Response, error) {
-	rec := &recorder{header: http.Header{}}
-	if err := visit(rec); err != nil {
-		return nil, err
-	}
-	if rec.status == 0 {
-		rec.WriteHeader(http.StatusOK) // headers set without a write are sent, as net/http does
-	}
-	names := make([]string, 0, len(rec.snapshot))
-	for n := range rec.snapshot {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var lines []HeaderLine
-	for _, n := range names {
-		if unrecordedHeaders[http.CanonicalHeaderKey(n)] { // net/http sends a key as written
-			continue
-		}
-		for _, v := range rec.snapshot[n] {
-			lines = append(lines, HeaderLine{Name: n, Value: v})
-		}
-	}
-	return &Response{Status: rec.status, Header: lines, Body: rec.body.Bytes()}, nil
-}
-
 // StoredHeader returns the header lines of r that are stored with a completed key and
 // replayed: all but Set-Cookie, since a replay must not hand one client's session to
 // whoever retries with the key.
@@ -110,35 +77,6 @@ func (r *Response) StoredHeader() []HeaderLine {
 		}
 	}
 	return out
-}
-
-// recorder is an http.ResponseWriter that keeps what is written, like net/http's server:
-// header changes after WriteHeader are not part of the response.
-type recorder struct {
-	header   http.Header
-	snapshot http.Header
-	status   int
-	body     bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-
-func (r *recorder) WriteHeader(code int) {
-	if r.status != 0 {
-		return
-	}
-	r.status = code
-	r.snapshot = r.header.Clone()
-}
-
-func (r *recorder) Write(b []byte) (int, error) {
-	if r.status == 0 {
-		if r.header.Get("Content-Type") == "" {
-			r.header.Set("Content-Type", http.DetectContentType(b))
-		}
-		r.WriteHeader(http.StatusOK)
-	}
-	return r.body.Write(b)
 }
 
 // Problem is an RFC 9457 problem details object.

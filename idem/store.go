@@ -58,7 +58,11 @@ func (t txOnly) SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults {
 }
 
 // Policy is the idempotency policy of one operation. The generated code declares one per
-// marked operation, from its x-idempotent marker.
+// marked operation, from its x-idempotent marker. A zero duration field means its documented
+// default; a set one must be at least [MinPolicyDuration], none may be negative, and the
+// retention must be at least the lease: [NewPolicy] and [MustPolicy] check a hand-written
+// policy when it is built, and [Store.Do] refuses one that breaks a rule (an error wrapping
+// [ErrInvalidPolicy], before any SQL).
 type Policy struct {
 	// Operation is the operation id. It is stored with the key: a key reused on another
 	// operation is answered 422.
@@ -76,8 +80,8 @@ type Policy struct {
 	// the key is free for a new request. Zero means [DefaultRetention].
 	Retention time.Duration
 	// Timeout bounds the business function's run (its context is cancelled then, and the
-	// transaction rolled back and the claim released). Zero means no bound beyond the
-	// request's own context.
+	// transaction rolled back and the claim released), with or without a key. Zero means no
+	// bound beyond the request's own context.
 	Timeout time.Duration
 	// Isolation is the business transaction's isolation level; "" is the database default.
 	Isolation pgx.TxIsoLevel
@@ -150,6 +154,8 @@ type Store struct {
 	maxRetries int
 	render     RejectionRenderer
 	maxBody    int64
+	// maxResponseBytes caps a recorded response body; 0 means DefaultMaxResponseBytes.
+	maxResponseBytes int64
 
 	// hookClaimed, when set (tests only), runs after a claim is won and before the
 	// business transaction begins: the window in which an owner can lose its lease.
@@ -180,8 +186,12 @@ func WithClaimPool(pool *pgxpool.Pool) Option {
 }
 
 // WithMaxRetries bounds the re-runs of a business transaction after a serialization
-// failure (40001) or deadlock (40P01). Default [DefaultMaxRetries]; 0 (or less) disables.
-func WithMaxRetries(n int) Option { return func(s *Store) { s.maxRetries = n } }
+// failure (40001) or deadlock (40P01). Default [DefaultMaxRetries]; 0 disables them. It
+// panics when n is negative.
+func WithMaxRetries(n int) Option {
+	mustNotBeNegative("WithMaxRetries", int64(n), "no retries")
+	return func(s *Store) { s.maxRetries = n }
+}
 
 // NewStore returns a Store on pool. The idempotency_keys table must exist ([Migrate]).
 func NewStore(pool *pgxpool.Pool, opts ...Option) *Store {
@@ -263,7 +273,14 @@ type call struct {
 // problem-details rejection. err is fn's error (after rollback and release), or a database
 // error of the protocol itself; the caller answers it as a server error. An error wrapping
 // [ErrCommitUnknown] means the COMMIT got no answer: the claim is kept until its lease ends.
+// A policy that breaks a rule of [Policy] is an error wrapping [ErrInvalidPolicy], before any
+// SQL; a response body over the cap ([WithMaxResponseBytes]) is an error wrapping
+// [ErrResponseTooLarge], rolled back and released like any business error.
 func (s *Store) Do(ctx context.Context, p *Policy, rawKey *string, parts []Part, fn Func) (*Response, error) {
+	if err := p.check(); err != nil {
+		return nil, err
+	}
+	fn = s.capResponse(fn)
 	if rawKey == nil {
 		if p.KeyRequired {
 			return s.reject(p, OutcomeMissingKey, http.StatusBadRequest,

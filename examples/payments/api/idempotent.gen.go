@@ -27,26 +27,26 @@ type IdempotentServerInterface interface {
 // createPaymentPolicy is the idempotency policy of createPayment (POST /payments):
 // key from header Idempotency-Key, required;
 // lease 30s, retention 24h, timeout 10s, database default isolation.
-var createPaymentPolicy = &idem.Policy{
+var createPaymentPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createPayment",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: true,
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
 	Timeout:     10 * time.Second,
-}
+})
 
 // createRefundPolicy is the idempotency policy of createRefund (POST /payments/{id}/refunds):
 // key from header Idempotency-Key, required;
 // lease 30s, retention 24h, timeout 10s, database default isolation.
-var createRefundPolicy = &idem.Policy{
+var createRefundPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createRefund",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: true,
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
 	Timeout:     10 * time.Second,
-}
+})
 
 // NewIdempotentStrictServer returns the StrictServerInterface that runs impl's marked
 // operations through store's idempotency protocol and passes the others through. Wire it
@@ -79,7 +79,7 @@ func (s *idempotentServer) CreatePayment(ctx context.Context, request CreatePaym
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCreatePaymentResponse)
+		return s.store.Record(out.VisitCreatePaymentResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err
@@ -102,7 +102,7 @@ func (s *idempotentServer) CreateRefund(ctx context.Context, request CreateRefun
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCreateRefundResponse)
+		return s.store.Record(out.VisitCreateRefundResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err

@@ -33,68 +33,68 @@ type IdempotentServerInterface interface {
 // putBlobPolicy is the idempotency policy of putBlob (POST /blobs/{id}):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
 // lease 30s, retention 24h, no timeout, database default isolation.
-var putBlobPolicy = &idem.Policy{
+var putBlobPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "putBlob",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: false,
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
-}
+})
 
 // addDocumentPolicy is the idempotency policy of addDocument (POST /documents):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
 // lease 30s, retention 24h, no timeout, database default isolation.
-var addDocumentPolicy = &idem.Policy{
+var addDocumentPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "addDocument",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: false,
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
-}
+})
 
 // addNotePolicy is the idempotency policy of addNote (POST /notes):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
 // lease 30s, retention 24h, no timeout, database default isolation.
-var addNotePolicy = &idem.Policy{
+var addNotePolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "addNote",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: false,
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
-}
+})
 
 // createSigningKeyPolicy is the idempotency policy of createSigningKey (POST /signing-keys):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
 // lease 30s, retention 24h, no timeout, database default isolation.
-var createSigningKeyPolicy = &idem.Policy{
+var createSigningKeyPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createSigningKey",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: false,
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
-}
+})
 
 // subscribePolicy is the idempotency policy of subscribe (POST /subscriptions):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
 // lease 30s, retention 24h, no timeout, database default isolation.
-var subscribePolicy = &idem.Policy{
+var subscribePolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "subscribe",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: false,
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
-}
+})
 
 // uploadFilePolicy is the idempotency policy of uploadFile (POST /uploads):
 // key from header Idempotency-Key (not in the spec: added by idemgen), required;
 // lease 30s, retention 24h, no timeout, database default isolation.
-var uploadFilePolicy = &idem.Policy{
+var uploadFilePolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "uploadFile",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: true,
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
-}
+})
 
 // NewIdempotentStrictServer returns the StrictServerInterface that runs impl's marked
 // operations through store's idempotency protocol and passes the others through. Wire it
@@ -130,7 +130,7 @@ func (s *idempotentServer) PutBlob(ctx context.Context, request PutBlobRequestOb
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitPutBlobResponse)
+		return s.store.Record(out.VisitPutBlobResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err
@@ -151,7 +151,7 @@ func (s *idempotentServer) AddDocument(ctx context.Context, request AddDocumentR
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitAddDocumentResponse)
+		return s.store.Record(out.VisitAddDocumentResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err
@@ -169,7 +169,7 @@ func (s *idempotentServer) AddNote(ctx context.Context, request AddNoteRequestOb
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitAddNoteResponse)
+		return s.store.Record(out.VisitAddNoteResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err
@@ -184,7 +184,7 @@ func (s *idempotentServer) CreateSigningKey(ctx context.Context, request CreateS
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCreateSigningKeyResponse)
+		return s.store.Record(out.VisitCreateSigningKeyResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err
@@ -202,7 +202,7 @@ func (s *idempotentServer) Subscribe(ctx context.Context, request SubscribeReque
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitSubscribeResponse)
+		return s.store.Record(out.VisitSubscribeResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err
@@ -222,7 +222,7 @@ func (s *idempotentServer) UploadFile(ctx context.Context, request UploadFileReq
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitUploadFileResponse)
+		return s.store.Record(out.VisitUploadFileResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err

@@ -25,25 +25,25 @@ type IdempotentServerInterface interface {
 // createPaymentPolicy is the idempotency policy of createPayment (POST /payments):
 // key from body /idempotency_key, required (minLength 1, maxLength 45);
 // lease 30s, retention 24h, no timeout, database default isolation.
-var createPaymentPolicy = &idem.Policy{
+var createPaymentPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createPayment",
 	KeySource:   "body /idempotency_key",
 	KeyRequired: true,
 	KeySchema:   &idem.KeySchema{MinLength: 1, MaxLength: 45},
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
-}
+})
 
 // refundPaymentPolicy is the idempotency policy of refundPayment (POST /refunds):
 // key from body /meta/request_key, optional;
 // lease 30s, retention 24h, no timeout, database default isolation.
-var refundPaymentPolicy = &idem.Policy{
+var refundPaymentPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "refundPayment",
 	KeySource:   "body /meta/request_key",
 	KeyRequired: false,
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
-}
+})
 
 // NewIdempotentStrictServer returns the StrictServerInterface that runs impl's marked
 // operations through store's idempotency protocol and passes the others through. Wire it
@@ -80,7 +80,7 @@ func (s *idempotentServer) CreatePayment(ctx context.Context, request CreatePaym
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCreatePaymentResponse)
+		return s.store.Record(out.VisitCreatePaymentResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err
@@ -102,7 +102,7 @@ func (s *idempotentServer) RefundPayment(ctx context.Context, request RefundPaym
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitRefundPaymentResponse)
+		return s.store.Record(out.VisitRefundPaymentResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err

@@ -23,13 +23,13 @@ type IdempotentServerInterface interface {
 // createWidgetPolicy is the idempotency policy of createWidget (POST /widgets):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
 // lease 30s, retention 24h, no timeout, database default isolation.
-var createWidgetPolicy = &idem.Policy{
+var createWidgetPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createWidget",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: false,
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
-}
+})
 
 // NewIdempotentStrictServer returns the StrictServerInterface that runs impl's marked
 // operations through store's idempotency protocol and passes the others through. Wire it
@@ -62,7 +62,7 @@ func (s *idempotentServer) CreateWidget(ctx context.Context, request CreateWidge
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCreateWidgetResponse)
+		return s.store.Record(out.VisitCreateWidgetResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err

@@ -25,24 +25,24 @@ type IdempotentServerInterface interface {
 // startJobPolicy is the idempotency policy of startJob (POST /jobs):
 // key from header X-Idempotency-Token (not in the spec: added by idemgen), optional;
 // lease 30s, retention 24h, no timeout, database default isolation.
-var startJobPolicy = &idem.Policy{
+var startJobPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "startJob",
 	KeySource:   "header X-Idempotency-Token",
 	KeyRequired: false,
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
-}
+})
 
 // cancelJobPolicy is the idempotency policy of cancelJob (POST /jobs/{jobId}/cancel):
 // key from header Request-Id, required;
 // lease 30s, retention 24h, no timeout, database default isolation.
-var cancelJobPolicy = &idem.Policy{
+var cancelJobPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "cancelJob",
 	KeySource:   "header Request-Id",
 	KeyRequired: true,
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
-}
+})
 
 // NewIdempotentStrictServer returns the StrictServerInterface that runs impl's marked
 // operations through store's idempotency protocol and passes the others through. Wire it
@@ -75,7 +75,7 @@ func (s *idempotentServer) StartJob(ctx context.Context, request StartJobRequest
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitStartJobResponse)
+		return s.store.Record(out.VisitStartJobResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err
@@ -93,7 +93,7 @@ func (s *idempotentServer) CancelJob(ctx context.Context, request CancelJobReque
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCancelJobResponse)
+		return s.store.Record(out.VisitCancelJobResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err

@@ -29,26 +29,26 @@ type IdempotentServerInterface interface {
 // createRefundPolicy is the idempotency policy of createRefund (POST /refunds):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
 // lease 10s, retention 72h, no timeout, repeatable read isolation.
-var createRefundPolicy = &idem.Policy{
+var createRefundPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createRefund",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: false,
 	Lease:       10 * time.Second,
 	Retention:   72 * time.Hour,
 	Isolation:   pgx.RepeatableRead,
-}
+})
 
 // createTransferPolicy is the idempotency policy of createTransfer (POST /transfers):
 // key from header Idempotency-Key (not in the spec: added by idemgen), required;
 // lease 1m, retention 72h, no timeout, repeatable read isolation.
-var createTransferPolicy = &idem.Policy{
+var createTransferPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createTransfer",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: true,
 	Lease:       time.Minute,
 	Retention:   72 * time.Hour,
 	Isolation:   pgx.RepeatableRead,
-}
+})
 
 // NewIdempotentStrictServer returns the StrictServerInterface that runs impl's marked
 // operations through store's idempotency protocol and passes the others through. Wire it
@@ -85,7 +85,7 @@ func (s *idempotentServer) CreateRefund(ctx context.Context, request CreateRefun
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCreateRefundResponse)
+		return s.store.Record(out.VisitCreateRefundResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err
@@ -103,7 +103,7 @@ func (s *idempotentServer) CreateTransfer(ctx context.Context, request CreateTra
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCreateTransferResponse)
+		return s.store.Record(out.VisitCreateTransferResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err

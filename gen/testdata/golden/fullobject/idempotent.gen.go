@@ -25,7 +25,7 @@ type IdempotentServerInterface interface {
 // createPaymentPolicy is the idempotency policy of createPayment (POST /payments):
 // key from header Idempotency-Key (not in the spec: added by idemgen), required;
 // lease 45s, retention 48h, timeout 5s, serializable isolation.
-var createPaymentPolicy = &idem.Policy{
+var createPaymentPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createPayment",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: true,
@@ -33,7 +33,7 @@ var createPaymentPolicy = &idem.Policy{
 	Retention:   48 * time.Hour,
 	Timeout:     5 * time.Second,
 	Isolation:   pgx.Serializable,
-}
+})
 
 // NewIdempotentStrictServer returns the StrictServerInterface that runs impl's marked
 // operations through store's idempotency protocol and passes the others through. Wire it
@@ -66,7 +66,7 @@ func (s *idempotentServer) CreatePayment(ctx context.Context, request CreatePaym
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCreatePaymentResponse)
+		return s.store.Record(out.VisitCreatePaymentResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err

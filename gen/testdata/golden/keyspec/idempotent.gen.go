@@ -27,41 +27,41 @@ type IdempotentServerInterface interface {
 // createChargePolicy is the idempotency policy of createCharge (POST /charges):
 // key from body /idempotency_key, required (maxLength 45);
 // lease 30s, retention 24h, no timeout, database default isolation.
-var createChargePolicy = &idem.Policy{
+var createChargePolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createCharge",
 	KeySource:   "body /idempotency_key",
 	KeyRequired: true,
 	KeySchema:   &idem.KeySchema{MaxLength: 45},
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
-}
+})
 
 // createPayoutPolicy is the idempotency policy of createPayout (POST /payouts):
 // key from header Idempotency-Key, optional (minLength 8, maxLength 64, pattern "^[A-Za-z0-9_-]+$");
 // lease 30s, retention 24h, no timeout, database default isolation.
 // Headers in the fingerprint: X-Dry-Run.
-var createPayoutPolicy = &idem.Policy{
+var createPayoutPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createPayout",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: false,
 	KeySchema:   &idem.KeySchema{MinLength: 8, MaxLength: 64, Pattern: "^[A-Za-z0-9_-]+$"},
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
-}
+})
 
 // createTransferPolicy is the idempotency policy of createTransfer (POST /transfers):
 // key from header x-idempotency-key, required (format uuid);
 // lease 30s, retention 24h, no timeout, database default isolation.
 // Declared headers outside the fingerprint (a retry may change them): X-Request-Id.
 // The spec declares its own 409, 422 response(s): render the protocol's rejections in its shape with idem.WithRejectionRenderer.
-var createTransferPolicy = &idem.Policy{
+var createTransferPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createTransfer",
 	KeySource:   "header x-idempotency-key",
 	KeyRequired: true,
 	KeySchema:   &idem.KeySchema{Format: "uuid"},
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
-}
+})
 
 // NewIdempotentStrictServer returns the StrictServerInterface that runs impl's marked
 // operations through store's idempotency protocol and passes the others through. Wire it
@@ -98,7 +98,7 @@ func (s *idempotentServer) CreateCharge(ctx context.Context, request CreateCharg
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCreateChargeResponse)
+		return s.store.Record(out.VisitCreateChargeResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err
@@ -117,7 +117,7 @@ func (s *idempotentServer) CreatePayout(ctx context.Context, request CreatePayou
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCreatePayoutResponse)
+		return s.store.Record(out.VisitCreatePayoutResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err
@@ -135,7 +135,7 @@ func (s *idempotentServer) CreateTransfer(ctx context.Context, request CreateTra
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCreateTransferResponse)
+		return s.store.Record(out.VisitCreateTransferResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err

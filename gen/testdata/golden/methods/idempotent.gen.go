@@ -34,25 +34,25 @@ type IdempotentServerInterface interface {
 // createOrderPolicy is the idempotency policy of createOrder (POST /orders, marked by x-idempotent-defaults.methods):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
 // lease 10s, retention 24h, no timeout, database default isolation.
-var createOrderPolicy = &idem.Policy{
+var createOrderPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createOrder",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: false,
 	Lease:       10 * time.Second,
 	Retention:   24 * time.Hour,
-}
+})
 
 // cancelOrderPolicy is the idempotency policy of cancelOrder (POST /orders/{id}/cancel):
 // key from header Idempotency-Key (not in the spec: added by idemgen), required;
 // lease 10s, retention 24h, timeout 5s, database default isolation.
-var cancelOrderPolicy = &idem.Policy{
+var cancelOrderPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "cancelOrder",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: true,
 	Lease:       10 * time.Second,
 	Retention:   24 * time.Hour,
 	Timeout:     5 * time.Second,
-}
+})
 
 // NewIdempotentStrictServer returns the StrictServerInterface that runs impl's marked
 // operations through store's idempotency protocol and passes the others through. Wire it
@@ -85,7 +85,7 @@ func (s *idempotentServer) CreateOrder(ctx context.Context, request CreateOrderR
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCreateOrderResponse)
+		return s.store.Record(out.VisitCreateOrderResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err
@@ -107,7 +107,7 @@ func (s *idempotentServer) CancelOrder(ctx context.Context, request CancelOrderR
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCancelOrderResponse)
+		return s.store.Record(out.VisitCancelOrderResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err

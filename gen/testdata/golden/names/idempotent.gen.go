@@ -25,25 +25,25 @@ type IdempotentServerInterface interface {
 // createAttachmentPolicy is the idempotency policy of createAttachment (POST /attachments):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
 // lease 30s, retention 24h, no timeout, database default isolation.
-var createAttachmentPolicy = &idem.Policy{
+var createAttachmentPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createAttachment",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: false,
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
-}
+})
 
 // createClassificationPolicy is the idempotency policy of createClassification (POST /classifications):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
 // lease 30s, retention 24h, no timeout, database default isolation.
 // The spec declares its own 400 response(s): render the protocol's rejections in its shape with idem.WithRejectionRenderer.
-var createClassificationPolicy = &idem.Policy{
+var createClassificationPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createClassification",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: false,
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
-}
+})
 
 // NewIdempotentStrictServer returns the StrictServerInterface that runs impl's marked
 // operations through store's idempotency protocol and passes the others through. Wire it
@@ -76,7 +76,7 @@ func (s *idempotentServer) CreateAttachment(ctx context.Context, request CreateA
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCreateAttachmentResponse)
+		return s.store.Record(out.VisitCreateAttachmentResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err
@@ -97,7 +97,7 @@ func (s *idempotentServer) CreateClassification(ctx context.Context, request Cre
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCreateClassificationResponse)
+		return s.store.Record(out.VisitCreateClassificationResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err

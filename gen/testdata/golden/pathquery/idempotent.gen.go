@@ -25,25 +25,25 @@ type IdempotentServerInterface interface {
 // lockAccountPolicy is the idempotency policy of lockAccount (PUT /accounts/{accountId}/lock):
 // key from header Idempotency-Key (not in the spec: added by idemgen), required;
 // lease 30s, retention 24h, no timeout, database default isolation.
-var lockAccountPolicy = &idem.Policy{
+var lockAccountPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "lockAccount",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: true,
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
-}
+})
 
 // createAccountTransferPolicy is the idempotency policy of createAccountTransfer (POST /accounts/{accountId}/transfers):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
 // lease 30s, retention 24h, no timeout, database default isolation.
 // Declared headers outside the fingerprint (a retry may change them): X-Trace-Id.
-var createAccountTransferPolicy = &idem.Policy{
+var createAccountTransferPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createAccountTransfer",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: false,
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
-}
+})
 
 // NewIdempotentStrictServer returns the StrictServerInterface that runs impl's marked
 // operations through store's idempotency protocol and passes the others through. Wire it
@@ -77,7 +77,7 @@ func (s *idempotentServer) LockAccount(ctx context.Context, request LockAccountR
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitLockAccountResponse)
+		return s.store.Record(out.VisitLockAccountResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err
@@ -98,7 +98,7 @@ func (s *idempotentServer) CreateAccountTransfer(ctx context.Context, request Cr
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCreateAccountTransferResponse)
+		return s.store.Record(out.VisitCreateAccountTransferResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err

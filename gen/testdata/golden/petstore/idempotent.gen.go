@@ -29,13 +29,13 @@ type IdempotentServerInterface interface {
 // addPetPolicy is the idempotency policy of addPet (POST /pets, marked by x-idempotent-defaults.methods):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
 // lease 30s, retention 24h, no timeout, database default isolation.
-var addPetPolicy = &idem.Policy{
+var addPetPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "addPet",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: false,
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
-}
+})
 
 // NewIdempotentStrictServer returns the StrictServerInterface that runs impl's marked
 // operations through store's idempotency protocol and passes the others through. Wire it
@@ -72,7 +72,7 @@ func (s *idempotentServer) AddPet(ctx context.Context, request AddPetRequestObje
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitAddPetResponse)
+		return s.store.Record(out.VisitAddPetResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err

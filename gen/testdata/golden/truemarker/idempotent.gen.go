@@ -25,13 +25,13 @@ type IdempotentServerInterface interface {
 // createOrderPolicy is the idempotency policy of createOrder (POST /orders):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
 // lease 30s, retention 24h, no timeout, database default isolation.
-var createOrderPolicy = &idem.Policy{
+var createOrderPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createOrder",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: false,
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
-}
+})
 
 // NewIdempotentStrictServer returns the StrictServerInterface that runs impl's marked
 // operations through store's idempotency protocol and passes the others through. Wire it
@@ -68,7 +68,7 @@ func (s *idempotentServer) CreateOrder(ctx context.Context, request CreateOrderR
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitCreateOrderResponse)
+		return s.store.Record(out.VisitCreateOrderResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err

@@ -23,13 +23,13 @@ type IdempotentServerInterface interface {
 // addReactionPolicy is the idempotency policy of addReaction (POST /reactions):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
 // lease 30s, retention 24h, no timeout, database default isolation.
-var addReactionPolicy = &idem.Policy{
+var addReactionPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "addReaction",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: false,
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
-}
+})
 
 // NewIdempotentStrictServer returns the StrictServerInterface that runs impl's marked
 // operations through store's idempotency protocol and passes the others through. Wire it
@@ -62,7 +62,7 @@ func (s *idempotentServer) AddReaction(ctx context.Context, request AddReactionR
 		if err != nil || out == nil {
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
-		return idem.Record(out.VisitAddReactionResponse)
+		return s.store.Record(out.VisitAddReactionResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err
