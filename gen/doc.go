@@ -38,15 +38,15 @@
 //     the protocol's transaction: CreatePayment(ctx, tx idem.Tx, request
 //     CreatePaymentRequestObject) (CreatePaymentResponseObject, error).
 //   - One `var <op>Policy = idem.MustPolicy(idem.Policy{...})` per marked operation (a bad
-//     policy fails at package init), with a comment stating
-//     key source and its declared constraints, required, lease, retention, timeout,
-//     isolation, the headers in and out of the fingerprint, and the error responses the
-//     spec declares in its own shape.
+//     policy fails at package init), with a comment stating key source and its declared
+//     constraints, required, lease, retention, timeout, isolation, the headers in and out
+//     of the fingerprint, and the error responses the spec declares in its own shape.
 //   - NewIdempotentStrictServer(impl, store) StrictServerInterface: marked operations call
 //     store.Do with the policy, the key and the fingerprint parts, and inside it run impl
-//     and record its response (store.Record, at most idem.WithMaxResponseBytes); the others pass through. Wire it as usual,
-//     with idem.RequestErrorHandler and idem.ResponseErrorHandler as the strict and std-http
-//     error handlers (the generated doc comment shows the lines).
+//     and record its response (store.Record, at most idem.WithMaxResponseBytes); the
+//     others pass through. Wire it as usual, with idem.RequestErrorHandler and
+//     idem.ResponseErrorHandler as the strict and std-http error handlers (the generated
+//     doc comment shows the lines), behind idemvalidate.Middleware.
 //   - The fingerprint parts are, in spec order: path parameters ("path NAME"), query
 //     parameters ("query NAME"), the headers the marker names in fingerprint-headers
 //     ("header NAME") and the request body ("body"; with several content types, one part
