@@ -61,5 +61,5 @@ func externalRouter(want string, declared map[string]bool) (string, error) {
 	case found == "":
 		return want, nil
 	}
-	return "", fmt.Errorf("-router %s, but the package's oapi-codegen output is a %s (it declares %s); generate it with the %s server, or drop -router", want, routers[found].label, routers[found].mark, want)
+	return "", fmt.Errorf("-router %s, but the package's oapi-codegen output has the %s (it declares %s); generate it with the %s server, or drop -router", want, routers[found].label, routers[found].mark, want)
 }

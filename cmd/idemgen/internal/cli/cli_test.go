@@ -118,7 +118,7 @@ func TestExternalRouter(t *testing.T) {
 	base, _ := os.ReadFile(golden + "ginexternal/api.gen.go")
 	os.WriteFile(filepath.Join(dir, "api.gen.go"), base, 0o644)
 	code, _, stderr := run("generate", "-base", "external", "-router", "chi", "-package", "ginexternal", "-o", dir, golden+"routers.yaml")
-	if want := "-router chi, but the package's oapi-codegen output is a gin server (it declares GinServerOptions)"; code != ExitFail || !strings.Contains(stderr, want) {
+	if want := "-router chi, but the package's oapi-codegen output has the gin server (it declares GinServerOptions)"; code != ExitFail || !strings.Contains(stderr, want) {
 		t.Errorf("contradicting -router: exit %d, stderr %s", code, stderr)
 	}
 	if code, _, stderr := run("generate", "-base", "external", "-package", "ginexternal", "-o", dir, golden+"routers.yaml"); code != ExitOK {
