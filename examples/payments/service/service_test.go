@@ -542,6 +542,15 @@ func TestRefunds(t *testing.T) {
 		t.Errorf("status %q after a partial refund", s)
 	}
 
+	// The same key and body on another payment's refunds is another request (the path
+	// parameter is in the fingerprint): 422, not a replay of the first payment's refund.
+	other := decode[paymentJSON](t, e.do(req{"POST", "/payments", "acct_r", "pay-2", `{"amount":1000,"currency":"EUR"}`}).body)
+	r := e.do(req{"POST", "/payments/" + other.ID + "/refunds", "acct_r", "refund-1", `{"amount":600}`})
+	wantProblem(t, "refund-1 on another payment", r, http.StatusUnprocessableEntity)
+	if c := e.count(`SELECT count(*) FROM refunds`); c != 1 {
+		t.Errorf("%d refunds, want 1", c)
+	}
+
 	// 600 more exceeds the 400 left: a 422 business answer, committed with the key.
 	over := refund("refund-2", 600)
 	prob := wantProblem(t, "refund over the remaining amount", over, http.StatusUnprocessableEntity)

@@ -20,8 +20,8 @@ func run(args ...string) (code int, stdout, stderr string) {
 
 func TestGenerateThenCheck(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "new", "api") // created by generate
-	spec := golden + "petstore/openapi.yaml"
-	if code, _, stderr := run("generate", "-package", "petstore", "-o", dir, spec); code != ExitOK {
+	spec := golden + "truemarker/openapi.yaml"
+	if code, _, stderr := run("generate", "-package", "truemarker", "-o", dir, spec); code != ExitOK {
 		t.Fatalf("generate: exit %d: %s", code, stderr)
 	}
 	for _, name := range []string{"oapi.gen.go", "idempotent.gen.go"} {
@@ -29,7 +29,7 @@ func TestGenerateThenCheck(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := os.ReadFile(golden + "petstore/" + name)
+		want, err := os.ReadFile(golden + "truemarker/" + name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +39,7 @@ func TestGenerateThenCheck(t *testing.T) {
 	}
 
 	// -check right after generate: clean.
-	if code, stdout, stderr := run("generate", "-check", "-package", "petstore", "-o", dir, spec); code != ExitOK || stdout != "" || stderr != "" {
+	if code, stdout, stderr := run("generate", "-check", "-package", "truemarker", "-o", dir, spec); code != ExitOK || stdout != "" || stderr != "" {
 		t.Fatalf("check after generate: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 
@@ -53,7 +53,7 @@ func TestGenerateThenCheck(t *testing.T) {
 	if err := os.WriteFile(p, edited, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, stdout, stderr := run("generate", "-check", "-package", "petstore", "-o", dir, spec)
+	code, stdout, stderr := run("generate", "-check", "-package", "truemarker", "-o", dir, spec)
 	if code != ExitFail {
 		t.Fatalf("check of an edited file: exit %d, want %d", code, ExitFail)
 	}
@@ -71,7 +71,7 @@ func TestGenerateThenCheck(t *testing.T) {
 
 	// A missing file is stale too.
 	os.Remove(filepath.Join(dir, "oapi.gen.go"))
-	if code, _, stderr := run("generate", "-check", "-package", "petstore", "-o", dir, spec); code != ExitFail || !strings.Contains(stderr, "oapi.gen.go is missing") {
+	if code, _, stderr := run("generate", "-check", "-package", "truemarker", "-o", dir, spec); code != ExitFail || !strings.Contains(stderr, "oapi.gen.go is missing") {
 		t.Errorf("check with a missing file: exit %d, stderr %s", code, stderr)
 	}
 }
@@ -156,7 +156,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"generate", "-router", "fiber", "-package", "p", "-o", "x", "s.yaml"}, ExitUsage, `-router must be one of std-http, chi, echo, gin, not "fiber"`},
 		{[]string{"generate", "-bogus"}, ExitUsage, "flag provided but not defined"},
 		{[]string{"generate", "-package", "p", "-o", t.TempDir(), "does-not-exist.yaml"}, ExitFail, "no such file"},
-		{[]string{"generate", "-package", "not-an-ident", "-o", t.TempDir(), golden + "petstore/openapi.yaml"}, ExitUsage, "not a Go identifier"},
+		{[]string{"generate", "-package", "not-an-ident", "-o", t.TempDir(), golden + "truemarker/openapi.yaml"}, ExitUsage, "not a Go identifier"},
 		{[]string{"schema", "extra"}, ExitUsage, "takes no arguments"},
 		{[]string{"hammer"}, ExitUsage, "idemgen hammer"},
 		{[]string{"generate", "-o"}, ExitUsage, "Run 'idemgen generate -h' for usage."},

@@ -9,12 +9,12 @@ import (
 
 // Flags go anywhere on the line, with one dash or two; "--" ends them.
 func TestFlagsAnywhere(t *testing.T) {
-	spec := golden + "petstore/openapi.yaml"
+	spec := golden + "truemarker/openapi.yaml"
 	for _, args := range [][]string{
-		{"generate", spec, "-package", "petstore", "-o", "DIR"},
-		{"generate", "-package", "petstore", spec, "-o", "DIR"},
-		{"generate", spec, "--package", "petstore", "--o=DIR"},
-		{"generate", "--package=petstore", "-o", "DIR", "--", spec},
+		{"generate", spec, "-package", "truemarker", "-o", "DIR"},
+		{"generate", "-package", "truemarker", spec, "-o", "DIR"},
+		{"generate", spec, "--package", "truemarker", "--o=DIR"},
+		{"generate", "--package=truemarker", "-o", "DIR", "--", spec},
 	} {
 		dir := t.TempDir()
 		for i, a := range args {
