@@ -15,12 +15,13 @@ import (
 
 // checkExternalBase checks, for -base=external, that the Go files already in dir declare
 // what the idempotent layer refers to: StrictServerInterface and each operation's request
-// and response object types, in package pkg.
-func checkExternalBase(dir, pkg string, ops []codegen.OperationDefinition) error {
-	hint := fmt.Sprintf("-base=%s needs oapi-codegen's output (models, strict-server) for this spec in package %s in %s; generate it there first, or use -base=%s", BaseExternal, pkg, dir, BaseOapiCodegen)
+// and response object types, in package pkg. It returns the package's router (see
+// externalRouter; router is Options.Router).
+func checkExternalBase(dir, pkg, router string, ops []codegen.OperationDefinition) (string, error) {
+	hint := fmt.Sprintf("-base=%s needs oapi-codegen's output (models, a server, strict-server) for this spec in package %s in %s; generate it there first, or use -base=%s", BaseExternal, pkg, dir, BaseOapiCodegen)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return fmt.Errorf("%v; %s", err, hint)
+		return "", fmt.Errorf("%v; %s", err, hint)
 	}
 	decls := map[string]bool{}
 	var pkgs []string
@@ -32,7 +33,7 @@ func checkExternalBase(dir, pkg string, ops []codegen.OperationDefinition) error
 		}
 		f, err := parser.ParseFile(fset, filepath.Join(dir, n), nil, parser.SkipObjectResolution)
 		if err != nil {
-			return err
+			return "", err
 		}
 		if f.Name.Name != pkg {
 			pkgs = append(pkgs, f.Name.Name+" ("+n+")")
@@ -59,7 +60,7 @@ func checkExternalBase(dir, pkg string, ops []codegen.OperationDefinition) error
 		}
 	}
 	if len(missing) == 0 {
-		return nil
+		return externalRouter(router, decls)
 	}
 	sort.Strings(missing)
 	if len(missing) > 5 {
@@ -69,5 +70,5 @@ func checkExternalBase(dir, pkg string, ops []codegen.OperationDefinition) error
 	if len(pkgs) > 0 {
 		msg += fmt.Sprintf(" (files of other packages there: %s)", strings.Join(pkgs, ", "))
 	}
-	return fmt.Errorf("%s", msg)
+	return "", fmt.Errorf("%s", msg)
 }

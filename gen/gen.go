@@ -26,6 +26,11 @@ type Options struct {
 	Package string // Go package name
 	Dir     string // output directory; read only with Base external, to check the base is there
 	Base    string // BaseOapiCodegen (default) or BaseExternal
+	// Router is the server of the base idemgen writes: RouterStdHTTP (default),
+	// RouterChi, RouterEcho or RouterGin. With BaseExternal the package's own
+	// oapi-codegen output says which (Router, when set, must agree with it); it shapes
+	// only the wiring shown in the generated doc comment.
+	Router  string
 	Version string // idemgen version in the header; "" means Version()
 	// Warnf, when set, receives warnings: things that generate but are likely mistakes
 	// (no operation marked x-idempotent).
@@ -99,7 +104,7 @@ func Generate(opts Options) ([]File, error) {
 		return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
 	}
 	if opts.Base == BaseExternal {
-		if err := checkExternalBase(opts.Dir, opts.Package, b.ops); err != nil {
+		if opts.Router, err = checkExternalBase(opts.Dir, opts.Package, opts.Router, b.ops); err != nil {
 			return nil, err
 		}
 	}
@@ -109,7 +114,7 @@ func Generate(opts Options) ([]File, error) {
 	}
 	var files []File
 	if opts.Base == BaseOapiCodegen {
-		code, err := formatBase(b, opts.Version)
+		code, err := formatBase(b, opts.Version, opts.Router)
 		if err != nil {
 			return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
 		}
@@ -131,6 +136,12 @@ func (opts Options) withDefaults() (Options, error) {
 	case BaseOapiCodegen, BaseExternal:
 	default:
 		return opts, fmt.Errorf("unknown base %q (want %s or %s)", opts.Base, BaseOapiCodegen, BaseExternal)
+	}
+	if err := checkRouter(opts.Router); err != nil {
+		return opts, err
+	}
+	if opts.Router == "" && opts.Base == BaseOapiCodegen {
+		opts.Router = RouterStdHTTP
 	}
 	if opts.Version == "" {
 		opts.Version = Version()

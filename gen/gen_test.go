@@ -7,8 +7,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
+	"github.com/oapi-codegen/oapi-codegen/v2/pkg/util"
 
 	"github.com/idemgen/idemgen/gen"
 )
@@ -33,7 +37,31 @@ var goldenCases = []string{
 	"methods",      // x-idempotent-defaults.methods: every POST marked, one opted out, a stream left unmarked
 	"names",        // valid specs oapi-codegen alone fails on: name collisions, a schema named "400", webhooks, ...
 	"unicode",      // JSON with UTF-16 surrogate pair escapes
+	"chirouter",    // routers.yaml with -router chi (served by gen/internal/e2e, as are the five below)
+	"echorouter",   // routers.yaml with -router echo
+	"ginrouter",    // routers.yaml with -router gin
+	"chiexternal",  // routers.yaml with -base=external beside oapi-codegen's own chi strict server
+	"echoexternal", // the same for echo
+	"ginexternal",  // the same for gin
 }
+
+// routersSpec is the spec of the router cases.
+const routersSpec = "testdata/golden/routers.yaml"
+
+// goldenRouters are the cases whose base idemgen writes for another router than net/http.
+var goldenRouters = map[string]string{"chirouter": gen.RouterChi, "echorouter": gen.RouterEcho, "ginrouter": gen.RouterGin}
+
+// goldenExternal are the -base=external cases: ExternalBaseFile is oapi-codegen's own
+// output (models, the router's server, strict server) as its command writes it, and
+// idemgen writes only idempotent.gen.go beside it.
+var goldenExternal = map[string]codegen.GenerateOptions{
+	"chiexternal":  {Models: true, ChiServer: true, Strict: true},
+	"echoexternal": {Models: true, EchoServer: true, Strict: true},
+	"ginexternal":  {Models: true, GinServer: true, Strict: true},
+}
+
+// ExternalBaseFile is the file of oapi-codegen's output in the external cases.
+const ExternalBaseFile = "api.gen.go"
 
 // sharedSpecs are the golden cases generated from a spec of ../shared/specs, read from
 // there (the repository holds no copies), with every POST marked by x-idempotent-defaults.
@@ -41,11 +69,17 @@ var sharedSpecs = map[string]string{
 	"petstore": "petstore-expanded.yaml",
 }
 
-// goldenSpec returns the spec of a golden case: its openapi.yaml or openapi.json, or a
-// spec of ../shared/specs marked in a temporary copy. Without ../shared the case skips
-// (fails under CI=true).
+// goldenSpec returns the spec of a golden case: its openapi.yaml or openapi.json,
+// routers.yaml for the router cases, or a spec of ../shared/specs marked in a temporary
+// copy. Without ../shared the case skips (fails under CI=true).
 func goldenSpec(t *testing.T, c string) string {
 	dir := filepath.Join("testdata", "golden", c)
+	if _, ok := goldenRouters[c]; ok {
+		return routersSpec
+	}
+	if _, ok := goldenExternal[c]; ok {
+		return routersSpec
+	}
 	name, shared := sharedSpecs[c]
 	if !shared {
 		if _, err := os.Stat(filepath.Join(dir, "openapi.json")); err == nil {
@@ -71,32 +105,66 @@ func TestGolden(t *testing.T) {
 	for _, c := range goldenCases {
 		t.Run(c, func(t *testing.T) {
 			dir := filepath.Join("testdata", "golden", c)
-			files, err := gen.Generate(gen.Options{Spec: goldenSpec(t, c), Package: c, Version: "(devel)"})
+			opts := gen.Options{Spec: goldenSpec(t, c), Package: c, Router: goldenRouters[c], Version: "(devel)"}
+			want := []string{gen.BaseFile, gen.IdempotentFile}
+			if g, ok := goldenExternal[c]; ok {
+				compareGolden(t, dir, gen.File{Name: ExternalBaseFile, Data: oapiCodegen(t, opts.Spec, c, g)})
+				opts.Base, opts.Dir, want = gen.BaseExternal, dir, want[1:]
+			}
+			files, err := gen.Generate(opts)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(files) != 2 || files[0].Name != gen.BaseFile || files[1].Name != gen.IdempotentFile {
-				t.Fatalf("files = %v, want %s and %s", names(files), gen.BaseFile, gen.IdempotentFile)
+			if !slices.Equal(names(files), want) {
+				t.Fatalf("files = %v, want %v", names(files), want)
 			}
 			for _, f := range files {
 				checkHeader(t, f)
-				p := filepath.Join(dir, f.Name)
-				if *update {
-					if err := os.WriteFile(p, f.Data, 0o644); err != nil {
-						t.Fatal(err)
-					}
-					continue
-				}
-				want, err := os.ReadFile(p)
-				if err != nil {
-					t.Fatalf("%v (run go test ./gen -update)", err)
-				}
-				if !bytes.Equal(f.Data, want) {
-					t.Errorf("%s differs from the golden file; if the change is intended, run go test ./gen -update and review the diff", p)
-				}
+				compareGolden(t, dir, f)
 			}
 		})
 	}
+}
+
+// compareGolden compares f with its golden file in dir, or writes it there with -update.
+func compareGolden(t *testing.T, dir string, f gen.File) {
+	t.Helper()
+	p := filepath.Join(dir, f.Name)
+	if *update {
+		if err := os.WriteFile(p, f.Data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatalf("%v (run go test ./gen -update)", err)
+	}
+	if !bytes.Equal(f.Data, want) {
+		t.Errorf("%s differs from the golden file; if the change is intended, run go test ./gen -update and review the diff", p)
+	}
+}
+
+// oapiCodegen returns what the oapi-codegen command (at gen.OapiCodegenVersion) writes
+// for spec with a configuration of package pkg and generate g: its loader, its
+// generator, its formatting. Its header names the main module of the running binary,
+// which here is idemgen's test: the command's own module is put back.
+func oapiCodegen(t *testing.T, spec, pkg string, g codegen.GenerateOptions) []byte {
+	t.Helper()
+	doc, err := util.LoadSwagger(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := gen.OapiCodegenVersion
+	code, err := codegen.Generate(doc, codegen.Configuration{PackageName: pkg, Generate: g, NoVCSVersionOverride: &v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const self = "// Code generated by github.com/idemgen/idemgen version "
+	if !strings.Contains(code, self) {
+		t.Fatalf("oapi-codegen's header changed:\n%.300s", code)
+	}
+	return []byte(strings.Replace(code, self, "// Code generated by github.com/oapi-codegen/oapi-codegen/v2 version ", 1))
 }
 
 // TestDeterministic generates one spec twice and compares the bytes.
@@ -267,5 +335,13 @@ func TestExternalBase(t *testing.T) {
 	}
 	if len(files) != 1 || files[0].Name != gen.IdempotentFile || !bytes.Equal(files[0].Data, want) {
 		t.Errorf("external base: got %v, want only %s as in the golden case", names(files), gen.IdempotentFile)
+	}
+}
+
+// TestUnknownRouter: a router idemgen writes no base for is an error that lists the others.
+func TestUnknownRouter(t *testing.T) {
+	_, err := gen.Generate(gen.Options{Spec: routersSpec, Package: "x", Router: "fiber"})
+	if want := `unknown router "fiber" (want std-http, chi, echo, gin)`; err == nil || err.Error() != want {
+		t.Fatalf("err = %v, want %s", err, want)
 	}
 }

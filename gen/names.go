@@ -29,16 +29,40 @@ import (
 // Names derived from operation ids (CreatePetParams, CreatePet200JSONResponse) and union
 // members' own names cannot be changed; the others yield to them.
 
-// reservedNames are declared by oapi-codegen's server templates and by the idempotent
-// layer: no schema may take them.
+// reservedNames are declared by oapi-codegen's server and strict server templates
+// whatever the router, and by the idempotent layer: no schema may take them.
 var reservedNames = []string{
-	"ServerInterface", "ServerInterfaceWrapper", "MiddlewareFunc", "ServeMux", "StdHTTPServerOptions",
-	"Handler", "HandlerFromMux", "HandlerFromMuxWithBaseURL", "HandlerWithOptions",
+	"ServerInterface", "ServerInterfaceWrapper",
+	"StrictServerInterface", "StrictHandlerFunc", "StrictMiddlewareFunc", "NewStrictHandler",
+	"IdempotentServerInterface", "NewIdempotentStrictServer",
+}
+
+// routerNames are declared by each router's server templates (templates/{stdhttp,chi,echo,gin}
+// of oapi-codegen) and by the strict server's options for it (templates/strict).
+var routerNames = map[string][]string{
+	RouterStdHTTP: append([]string{
+		"MiddlewareFunc", "ServeMux", "StdHTTPServerOptions",
+		"Handler", "HandlerFromMux", "HandlerFromMuxWithBaseURL", "HandlerWithOptions",
+		"StrictHTTPServerOptions", "NewStrictHandlerWithOptions",
+	}, paramErrorNames...),
+	RouterChi: append([]string{
+		"MiddlewareFunc", "ChiServerOptions", "Unimplemented",
+		"Handler", "HandlerFromMux", "HandlerFromMuxWithBaseURL", "HandlerWithOptions",
+		"StrictHTTPServerOptions", "NewStrictHandlerWithOptions",
+	}, paramErrorNames...),
+	RouterEcho: {
+		"EchoRouter", "RegisterHandlers", "RegisterHandlersOptions", "RegisterHandlersWithBaseURL", "RegisterHandlersWithOptions",
+	},
+	RouterGin: {
+		"MiddlewareFunc", "GinServerOptions", "RegisterHandlers", "RegisterHandlersWithOptions",
+		"StrictGinServerOptions", "NewStrictHandlerWithOptions",
+	},
+}
+
+// paramErrorNames are the parameter errors of the net/http and chi servers.
+var paramErrorNames = []string{
 	"UnescapedCookieParamError", "UnmarshalingParamError", "RequiredParamError", "RequiredHeaderError",
 	"InvalidParamFormatError", "TooManyValuesForParamError",
-	"StrictServerInterface", "StrictHandlerFunc", "StrictMiddlewareFunc", "StrictHTTPServerOptions",
-	"NewStrictHandler", "NewStrictHandlerWithOptions",
-	"IdempotentServerInterface", "NewIdempotentStrictServer",
 }
 
 // site is one type definition of the base and how it can be renamed.
@@ -69,12 +93,13 @@ func (s *site) keep() int {
 	return k
 }
 
-// resolveNames renames, in doc, every type that would collide or be invalid. oapi-codegen's
-// package state must hold this run's configuration (see initCodegen).
-func resolveNames(doc *openapi3.T) error {
+// resolveNames renames, in doc, every type that would collide or be invalid, router's
+// names included. oapi-codegen's package state must hold this run's configuration (see
+// initCodegen).
+func resolveNames(doc *openapi3.T, router string) error {
 	codegen.SetGlobalStateSpec(doc)
 	comps := components(doc)
-	sites, err := collectSites(doc, comps)
+	sites, err := collectSites(doc, comps, router)
 	if err != nil {
 		return err
 	}
@@ -116,8 +141,8 @@ func keepFieldNames(doc *openapi3.T, comps []*component) {
 }
 
 // collectSites lists every type definition of the base: the components' (in the order
-// oapi-codegen declares them), the operations', and the reserved names.
-func collectSites(doc *openapi3.T, comps []*component) ([]*site, error) {
+// oapi-codegen declares them), the operations', and the reserved names (the router's too).
+func collectSites(doc *openapi3.T, comps []*component, router string) ([]*site, error) {
 	var sites []*site
 	for _, c := range comps {
 		tds, err := c.typeDefinitions()
@@ -157,7 +182,7 @@ func collectSites(doc *openapi3.T, comps []*component) ([]*site, error) {
 			sites = append(sites, &site{name: n, rank: rankFixed})
 		}
 	}
-	for _, n := range reservedNames {
+	for _, n := range slices.Concat(reservedNames, routerNames[router]) {
 		sites = append(sites, &site{name: n, rank: rankFixed})
 	}
 	return sites, nil

@@ -19,6 +19,7 @@ type layer struct {
 	Version  string
 	Package  string
 	Spec     string // base name of the spec file
+	Router   string // the base's router, for the wiring in the doc comment; "" when unknown
 	Ops      []*layerOp
 	Marked   bool // some operation is marked
 	Unmarked bool // some operation is not
@@ -93,7 +94,7 @@ func render(opts Options, m *Model, ops []codegen.OperationDefinition) ([]byte, 
 }
 
 func buildLayer(opts Options, m *Model, defs []codegen.OperationDefinition) (*layer, error) {
-	l := &layer{Version: opts.Version, Package: opts.Package, Spec: baseName(opts.Spec), Skipped: m.Unmarked}
+	l := &layer{Version: opts.Version, Package: opts.Package, Spec: baseName(opts.Spec), Router: opts.Router, Skipped: m.Unmarked}
 	byRoute := map[string]*Operation{}
 	for _, o := range m.Ops {
 		byRoute[o.Method+" "+o.Path] = o

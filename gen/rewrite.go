@@ -12,8 +12,9 @@ import (
 // that every valid spec gets a base that compiles (doc.go, "The base", lists each rule).
 // The spec file is never changed, and the markers were read before. With an external
 // base the key headers stay as the spec declares them: the package's own oapi-codegen
-// output has them so.
-func prepareBase(doc *openapi3.T, m *Model, external bool) error {
+// output has them so. router is the base's server, whose names no schema may take ("" for
+// an external base whose server is not known yet).
+func prepareBase(doc *openapi3.T, m *Model, external bool, router string) error {
 	doc.Webhooks = nil // OpenAPI 3.1 webhooks are requests the service sends, not serves
 	for _, o := range m.Ops {
 		if o.Key.Header != "" && !external {
@@ -38,7 +39,7 @@ func prepareBase(doc *openapi3.T, m *Model, external bool) error {
 		normalizeAllOf(s)
 		dropUnmappedDiscriminator(s)
 	})
-	return resolveNames(doc)
+	return resolveNames(doc, router)
 }
 
 // keyHeader makes the key header of o an optional string header of the operation in the

@@ -1,6 +1,8 @@
 // Package e2e runs generated code against a real PostgreSQL, served by net/http: the
 // golden packages petstore (petstore-expanded.yaml with addPet marked), keyspec (keys the
-// spec declares, its own error shape) and bodies (every request body kind).
+// spec declares, its own error shape) and bodies (every request body kind); and served by
+// chi, echo and gin: the router cases of routers_test.go, with idemgen's base and with
+// oapi-codegen's own output (-base=external).
 package e2e
 
 import (

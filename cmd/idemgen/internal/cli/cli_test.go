@@ -96,6 +96,41 @@ func TestExternalBase(t *testing.T) {
 	}
 }
 
+// -router writes the router's base: the same files as the golden case.
+func TestRouter(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, stderr := run("generate", "-router", "chi", "-package", "chirouter", "-o", dir, golden+"routers.yaml"); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, name := range []string{"oapi.gen.go", "idempotent.gen.go"} {
+		got, _ := os.ReadFile(filepath.Join(dir, name))
+		want, _ := os.ReadFile(golden + "chirouter/" + name)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s differs from %schirouter/%s", name, golden, name)
+		}
+	}
+}
+
+// With -base external the router is read from the package's oapi-codegen output; a
+// -router that contradicts it is an error.
+func TestExternalRouter(t *testing.T) {
+	dir := t.TempDir()
+	base, _ := os.ReadFile(golden + "ginexternal/api.gen.go")
+	os.WriteFile(filepath.Join(dir, "api.gen.go"), base, 0o644)
+	code, _, stderr := run("generate", "-base", "external", "-router", "chi", "-package", "ginexternal", "-o", dir, golden+"routers.yaml")
+	if want := "-router chi, but the package's oapi-codegen output has the gin server (it declares GinServerOptions)"; code != ExitFail || !strings.Contains(stderr, want) {
+		t.Errorf("contradicting -router: exit %d, stderr %s", code, stderr)
+	}
+	if code, _, stderr := run("generate", "-base", "external", "-package", "ginexternal", "-o", dir, golden+"routers.yaml"); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	got, _ := os.ReadFile(filepath.Join(dir, "idempotent.gen.go"))
+	want, _ := os.ReadFile(golden + "ginexternal/idempotent.gen.go")
+	if !bytes.Equal(got, want) {
+		t.Error("idempotent.gen.go differs from the ginexternal golden case (its doc comment shows gin's wiring)")
+	}
+}
+
 func TestSpecErrorsAreLocated(t *testing.T) {
 	spec := "../../../../gen/testdata/errors/lease-zero.yaml"
 	code, stdout, stderr := run("generate", "-package", "x", "-o", t.TempDir(), spec)
@@ -118,6 +153,7 @@ func TestUsage(t *testing.T) {
 		{[]string{"generate", "-package", "p", "spec.yaml"}, ExitUsage, "-o is required"},
 		{[]string{"generate", "-package", "p", "-o", "x"}, ExitUsage, "want one SPEC file"},
 		{[]string{"generate", "-base", "chi", "-package", "p", "-o", "x", "s.yaml"}, ExitUsage, "-base must be oapi-codegen or external"},
+		{[]string{"generate", "-router", "fiber", "-package", "p", "-o", "x", "s.yaml"}, ExitUsage, `-router must be one of std-http, chi, echo, gin, not "fiber"`},
 		{[]string{"generate", "-bogus"}, ExitUsage, "flag provided but not defined"},
 		{[]string{"generate", "-package", "p", "-o", t.TempDir(), "does-not-exist.yaml"}, ExitFail, "no such file"},
 		{[]string{"generate", "-package", "not-an-ident", "-o", t.TempDir(), golden + "truemarker/openapi.yaml"}, ExitUsage, "not a Go identifier"},

@@ -5,6 +5,7 @@ import (
 	"go/token"
 	"io"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/pmezard/go-difflib/difflib"
@@ -12,22 +13,29 @@ import (
 	"github.com/idemgen/idemgen/gen"
 )
 
-const generateHelp = `usage: idemgen generate [-check] [-base oapi-codegen|external] -package NAME -o DIR SPEC
+const generateHelp = `usage: idemgen generate [-check] [-router std-http|chi|echo|gin] [-base oapi-codegen|external] -package NAME -o DIR SPEC
 
-Writes DIR/oapi.gen.go (oapi-codegen: models, net/http server, strict server) and
+Writes DIR/oapi.gen.go (oapi-codegen: models, the router's server, strict server) and
 DIR/idempotent.gen.go (IdempotentServerInterface, NewIdempotentStrictServer, one
 idem.Policy per marked operation) from the OpenAPI 3 file SPEC. DIR is created when
 missing. With -check nothing is written: a unified diff (git apply accepts it) is printed
 and the exit status is 1 when the files in DIR differ from what would be generated.
 
+The idempotent layer is the same for every router: it implements oapi-codegen's
+StrictServerInterface. With -base external, DIR already has oapi-codegen's output for
+SPEC (models, a std-http, chi, echo or gin server, strict-server), and the router is read
+from it.
+
 Example:
   idemgen generate -package api -o api openapi.yaml
+  idemgen generate -router chi -package api -o api openapi.yaml
   idemgen generate openapi.yaml --package api --o api -check
 `
 
 func generate(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("generate", stderr)
 	check := fs.Bool("check", false, "write nothing; print a diff and exit 1 when DIR's files are stale")
+	router := fs.String("router", "", "`ROUTER` of the base: std-http (net/http, the default), chi, echo or gin; with\n-base external, read from DIR (when given, it must agree)")
 	base := fs.String("base", gen.BaseOapiCodegen, "`BASE`: oapi-codegen writes both files; external writes only idempotent.gen.go,\ninto a package that already has oapi-codegen's strict-server output for this spec")
 	pkg := fs.String("package", "", "Go package `NAME` of the generated files (required)")
 	dir := fs.String("o", "", "output `DIR` (required)")
@@ -47,6 +55,9 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if *base != gen.BaseOapiCodegen && *base != gen.BaseExternal {
 		problems = append(problems, fmt.Sprintf("-base must be %s or %s, not %q", gen.BaseOapiCodegen, gen.BaseExternal, *base))
 	}
+	if *router != "" && !slices.Contains(gen.Routers, *router) {
+		problems = append(problems, fmt.Sprintf("-router must be one of %s, not %q", strings.Join(gen.Routers, ", "), *router))
+	}
 	if len(specs) != 1 {
 		problems = append(problems, fmt.Sprintf("want one SPEC file, got %d arguments", len(specs)))
 	}
@@ -58,7 +69,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	files, err := gen.Generate(gen.Options{
-		Spec: specs[0], Package: *pkg, Dir: *dir, Base: *base,
+		Spec: specs[0], Package: *pkg, Dir: *dir, Base: *base, Router: *router,
 		Warnf: func(format string, args ...any) { fmt.Fprintf(stderr, "idemgen: warning: "+format+"\n", args...) },
 	})
 	if err != nil {

@@ -1,0 +1,85 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"github.com/labstack/echo/v4"
+
+	ext "github.com/idemgen/idemgen/gen/testdata/golden/echoexternal"
+	api "github.com/idemgen/idemgen/gen/testdata/golden/echorouter"
+	"github.com/idemgen/idemgen/idem"
+)
+
+func TestEcho(t *testing.T) {
+	testRouters(t,
+		routerCase{"idemgen base", func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
+			return echoServer(api.NewIdempotentStrictServer(echoOrders{o}, store), mw...)
+		}},
+		routerCase{"external base", func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
+			return echoExternalServer(ext.NewIdempotentStrictServer(echoExternalOrders{o}, store), mw...)
+		}},
+	)
+}
+
+// echoServer serves the generated API with echo: net/http middleware (idemvalidate's, the
+// service's authentication) is wrapped with echo.WrapMiddleware, and errors are problems.
+func echoServer(server api.StrictServerInterface, middleware ...func(http.Handler) http.Handler) http.Handler {
+	e := echo.New()
+	e.HTTPErrorHandler = echoProblems
+	for _, m := range middleware {
+		e.Use(echo.WrapMiddleware(m))
+	}
+	api.RegisterHandlers(e, api.NewStrictHandler(server, nil))
+	return e
+}
+
+// echoProblems is echo's error handler writing RFC 9457 problems: echo's own errors (a bad
+// parameter or body, 404, 405) with their status and message, any other (the business's,
+// the database's) as idem.ResponseErrorHandler does: 500, logged, not leaked.
+func echoProblems(err error, c echo.Context) {
+	var he *echo.HTTPError
+	switch {
+	case c.Response().Committed:
+	case errors.As(err, &he) && he.Code < 500:
+		idem.WriteProblem(c.Response(), he.Code, fmt.Sprint(he.Message))
+	default:
+		idem.ResponseErrorHandler(c.Response(), c.Request(), err)
+	}
+}
+
+// echoExternalServer is echoServer for oapi-codegen's own echo output.
+func echoExternalServer(server ext.StrictServerInterface, middleware ...func(http.Handler) http.Handler) http.Handler {
+	e := echo.New()
+	e.HTTPErrorHandler = echoProblems
+	for _, m := range middleware {
+		e.Use(echo.WrapMiddleware(m))
+	}
+	ext.RegisterHandlers(e, ext.NewStrictHandler(server, nil))
+	return e
+}
+
+type echoOrders struct{ *orders }
+
+func (o echoOrders) CreateOrder(ctx context.Context, tx idem.Tx, req api.CreateOrderRequestObject) (api.CreateOrderResponseObject, error) {
+	id, err := o.create(ctx, tx, req.Account, req.Body.Item, req.Body.Quantity)
+	return api.CreateOrder201JSONResponse{Id: id, Account: req.Account, Item: req.Body.Item, Quantity: req.Body.Quantity}, err
+}
+
+func (o echoOrders) GetOrder(ctx context.Context, req api.GetOrderRequestObject) (api.GetOrderResponseObject, error) {
+	return api.GetOrder404Response{}, nil
+}
+
+type echoExternalOrders struct{ *orders }
+
+func (o echoExternalOrders) CreateOrder(ctx context.Context, tx idem.Tx, req ext.CreateOrderRequestObject) (ext.CreateOrderResponseObject, error) {
+	id, err := o.create(ctx, tx, req.Account, req.Body.Item, req.Body.Quantity)
+	return ext.CreateOrder201JSONResponse{Id: id, Account: req.Account, Item: req.Body.Item, Quantity: req.Body.Quantity}, err
+}
+
+func (o echoExternalOrders) GetOrder(ctx context.Context, req ext.GetOrderRequestObject) (ext.GetOrderResponseObject, error) {
+	return ext.GetOrder404Response{}, nil
+}

@@ -1,0 +1,103 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+
+	ext "github.com/idemgen/idemgen/gen/testdata/golden/ginexternal"
+	api "github.com/idemgen/idemgen/gen/testdata/golden/ginrouter"
+	"github.com/idemgen/idemgen/idem"
+)
+
+func TestGin(t *testing.T) {
+	gin.SetMode(gin.ReleaseMode) // no route listing on stdout
+	testRouters(t,
+		routerCase{"idemgen base", func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
+			return ginServer(api.NewIdempotentStrictServer(ginOrders{o}, store), mw...)
+		}},
+		routerCase{"external base", func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
+			return ginExternalServer(ext.NewIdempotentStrictServer(ginExternalOrders{o}, store), mw...)
+		}},
+	)
+}
+
+// ginServer serves the generated API with gin: net/http middleware (idemvalidate's, the
+// service's authentication) is adapted with ginMiddleware, and errors are problems. gin
+// hands its *gin.Context to the strict server as the request's context: with
+// ContextWithFallback its values (the scope) and cancellation are the request's.
+func ginServer(server api.StrictServerInterface, middleware ...func(http.Handler) http.Handler) http.Handler {
+	request := func(c *gin.Context, err error) { idem.RequestErrorHandler(c.Writer, c.Request, err) }
+	response := func(c *gin.Context, err error) { idem.ResponseErrorHandler(c.Writer, c.Request, err) }
+	strict := api.NewStrictHandlerWithOptions(server, nil, api.StrictGinServerOptions{
+		RequestErrorHandlerFunc: request, HandlerErrorFunc: response, ResponseErrorHandlerFunc: response,
+	})
+	r := gin.New()
+	r.ContextWithFallback = true
+	for _, m := range middleware {
+		r.Use(ginMiddleware(m))
+	}
+	api.RegisterHandlersWithOptions(r, strict, api.GinServerOptions{
+		ErrorHandler: func(c *gin.Context, err error, status int) { idem.WriteProblem(c.Writer, status, err.Error()) },
+	})
+	return r
+}
+
+// ginMiddleware runs net/http middleware m in gin: the request m passes on (with its
+// context) goes down the chain; one m answers itself stops there. A ResponseWriter m
+// wraps is not passed on (validation and authentication need not wrap it).
+func ginMiddleware(m func(http.Handler) http.Handler) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		passed := false
+		m(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			passed = true
+			c.Request = r
+			c.Next()
+		})).ServeHTTP(c.Writer, c.Request)
+		if !passed {
+			c.Abort()
+		}
+	}
+}
+
+// ginExternalServer is ginServer for oapi-codegen's own gin output.
+func ginExternalServer(server ext.StrictServerInterface, middleware ...func(http.Handler) http.Handler) http.Handler {
+	request := func(c *gin.Context, err error) { idem.RequestErrorHandler(c.Writer, c.Request, err) }
+	response := func(c *gin.Context, err error) { idem.ResponseErrorHandler(c.Writer, c.Request, err) }
+	strict := ext.NewStrictHandlerWithOptions(server, nil, ext.StrictGinServerOptions{
+		RequestErrorHandlerFunc: request, HandlerErrorFunc: response, ResponseErrorHandlerFunc: response,
+	})
+	r := gin.New()
+	r.ContextWithFallback = true
+	for _, m := range middleware {
+		r.Use(ginMiddleware(m))
+	}
+	ext.RegisterHandlersWithOptions(r, strict, ext.GinServerOptions{
+		ErrorHandler: func(c *gin.Context, err error, status int) { idem.WriteProblem(c.Writer, status, err.Error()) },
+	})
+	return r
+}
+
+type ginOrders struct{ *orders }
+
+func (o ginOrders) CreateOrder(ctx context.Context, tx idem.Tx, req api.CreateOrderRequestObject) (api.CreateOrderResponseObject, error) {
+	id, err := o.create(ctx, tx, req.Account, req.Body.Item, req.Body.Quantity)
+	return api.CreateOrder201JSONResponse{Id: id, Account: req.Account, Item: req.Body.Item, Quantity: req.Body.Quantity}, err
+}
+
+func (o ginOrders) GetOrder(ctx context.Context, req api.GetOrderRequestObject) (api.GetOrderResponseObject, error) {
+	return api.GetOrder404Response{}, nil
+}
+
+type ginExternalOrders struct{ *orders }
+
+func (o ginExternalOrders) CreateOrder(ctx context.Context, tx idem.Tx, req ext.CreateOrderRequestObject) (ext.CreateOrderResponseObject, error) {
+	id, err := o.create(ctx, tx, req.Account, req.Body.Item, req.Body.Quantity)
+	return ext.CreateOrder201JSONResponse{Id: id, Account: req.Account, Item: req.Body.Item, Quantity: req.Body.Quantity}, err
+}
+
+func (o ginExternalOrders) GetOrder(ctx context.Context, req ext.GetOrderRequestObject) (ext.GetOrderResponseObject, error) {
+	return ext.GetOrder404Response{}, nil
+}

@@ -1,0 +1,151 @@
+package e2e
+
+// The router cases: the golden packages chirouter, echorouter and ginrouter (idemgen's
+// base with -router chi, echo, gin) and chiexternal, echoexternal and ginexternal
+// (-base=external beside oapi-codegen's own output for each router), all from
+// gen/testdata/golden/routers.yaml, served each through its router with the wiring
+// README.md quotes (chi_test.go, echo_test.go, gin_test.go) and the same checks.
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemvalidate"
+	"github.com/idemgen/idemgen/internal/pgtest"
+)
+
+// orders is the business of routers.yaml, whatever package serves it: createOrder
+// inserts a row through the protocol's transaction, and fails after it for item "fail".
+type orders struct {
+	calls atomic.Int32
+}
+
+func (o *orders) create(ctx context.Context, tx idem.Tx, account, item string, quantity int) (int64, error) {
+	o.calls.Add(1)
+	var id int64
+	err := tx.QueryRow(ctx, `INSERT INTO orders (account, item, quantity) VALUES ($1, $2, $3) RETURNING id`, account, item, quantity).Scan(&id)
+	if err == nil && item == "fail" {
+		err = errors.New("business failure after a write")
+	}
+	return id, err
+}
+
+// accountKey holds the account authenticate found, in the request's context.
+type accountKey struct{}
+
+// authenticate is a service's own net/http middleware: it puts the caller's account (here
+// the X-Account header) in the request's context, where the store's scope function reads
+// it, so that one key from two accounts is two requests.
+func authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := context.WithValue(r.Context(), accountKey{}, r.Header.Get("X-Account"))
+		next.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+func scope(ctx context.Context) (string, error) {
+	if a, _ := ctx.Value(accountKey{}).(string); a != "" {
+		return a, nil
+	}
+	return "", errors.New("no account in the request's context")
+}
+
+// routerCase is one package of routers.yaml behind its router.
+type routerCase struct {
+	name  string
+	serve func(store *idem.Store, o *orders, middleware ...func(http.Handler) http.Handler) http.Handler
+}
+
+// testRouters runs, for each case against its own database: one fresh request (201), its
+// replay (201, byte-identical body, Idempotent-Replayed: true), the business run once and
+// the key stored in the account's scope; a request the spec refuses (400 problem from
+// idemvalidate, nothing claimed); a business failure (500 problem, written and released).
+func testRouters(t *testing.T, cases ...routerCase) {
+	spec, err := openapi3.NewLoader().LoadFromFile("../../testdata/golden/routers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	validate, err := idemvalidate.Middleware(spec, idem.RequestErrorHandler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pool := ordersDB(t)
+			o := &orders{}
+			srv := httptest.NewServer(c.serve(idem.NewStore(pool, idem.WithScope(scope)), o, authenticate, validate))
+			t.Cleanup(srv.Close)
+			checkOrders(t, srv, o, pool)
+		})
+	}
+}
+
+func ordersDB(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	pool := pgtest.Pool(t, pgtest.NewDB(t))
+	if err := idem.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE orders (id bigserial PRIMARY KEY, account text NOT NULL, item text NOT NULL, quantity int NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	return pool
+}
+
+func placeOrder(t *testing.T, srv *httptest.Server, key, body string) result {
+	t.Helper()
+	req, _ := http.NewRequest("POST", srv.URL+"/accounts/acme/orders?priority=true", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	req.Header.Set("X-Account", "acme")
+	return roundTrip(t, req)
+}
+
+func checkOrders(t *testing.T, srv *httptest.Server, o *orders, pool *pgxpool.Pool) {
+	first := placeOrder(t, srv, "k-1", `{"item":"book","quantity":2}`)
+	if first.status != 201 || first.header.Get(idem.ReplayedHeader) != "" || !strings.Contains(first.body, `"account":"acme"`) {
+		t.Fatalf("fresh: %d %v %s", first.status, first.header, first.body)
+	}
+	replay := placeOrder(t, srv, "k-1", `{ "quantity": 2, "item": "book" }`)
+	if replay.status != 201 || replay.header.Get(idem.ReplayedHeader) != "true" || replay.body != first.body ||
+		replay.header.Get("Content-Type") != first.header.Get("Content-Type") {
+		t.Fatalf("replay: %d %v %q, want a replay of %d %q", replay.status, replay.header, replay.body, first.status, first.body)
+	}
+	if n := o.calls.Load(); n != 1 {
+		t.Errorf("business ran %d times, want 1", n)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM orders`); n != 1 {
+		t.Errorf("%d orders, want 1", n)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM idempotency_keys WHERE scope = 'acme' AND key = 'k-1' AND status = 'completed'`); n != 1 {
+		t.Errorf("%d completed keys k-1 in scope acme, want 1 (the scope function must see the request's context)", n)
+	}
+
+	refused := placeOrder(t, srv, "k-2", `{"item":"book","quantity":0}`)
+	if refused.status != 400 || refused.header.Get("Content-Type") != "application/problem+json" || !strings.Contains(refused.body, "quantity") {
+		t.Errorf("a quantity under the spec's minimum: %d %v %s, want a 400 problem naming the field", refused.status, refused.header, refused.body)
+	}
+	failed := placeOrder(t, srv, "k-3", `{"item":"fail","quantity":1}`)
+	if failed.status != 500 || failed.header.Get("Content-Type") != "application/problem+json" || strings.Contains(failed.body, "business failure") {
+		t.Errorf("a business failure: %d %v %s, want a 500 problem that does not leak the error", failed.status, failed.header, failed.body)
+	}
+	if n := o.calls.Load(); n != 2 {
+		t.Errorf("business ran %d times, want 2 (not for the refused request)", n)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM idempotency_keys`); n != 1 {
+		t.Errorf("%d keys, want 1 (the refused request claims nothing, the failed one is released)", n)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM orders`); n != 1 {
+		t.Errorf("%d orders, want 1 (the failure rolled back)", n)
+	}
+}
