@@ -2,6 +2,7 @@ package gen
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"go/ast"
 	"go/format"
@@ -56,7 +57,7 @@ func baseConfig(pkg, router string) codegen.Configuration {
 
 // generateBase rewrites doc for the base (prepareBase) and runs oapi-codegen on it, once.
 // A panic inside oapi-codegen becomes an error.
-func generateBase(doc *openapi3.T, m *Model, opts Options) (b base, err error) {
+func generateBase(doc *openapi3.T, m *Model, opts Options, internalize bool) (b base, err error) {
 	codegenMu.Lock()
 	defer codegenMu.Unlock()
 	defer func() {
@@ -67,6 +68,12 @@ func generateBase(doc *openapi3.T, m *Model, opts Options) (b base, err error) {
 	cfg := baseConfig(opts.Package, opts.Router)
 	if err := initCodegen(cfg, doc); err != nil {
 		return b, err
+	}
+	if internalize {
+		// oapi-codegen maps a $ref to another file to another Go package (import
+		// mapping); idemgen writes one package, so the other files' schemas move into
+		// this document's components first.
+		doc.InternalizeRefs(context.Background(), nil)
 	}
 	external := opts.Base == BaseExternal
 	if err := prepareBase(doc, m, external, opts.Router); err != nil {

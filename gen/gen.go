@@ -99,7 +99,7 @@ func Generate(opts Options) ([]File, error) {
 			opts.Warnf("%s: %s %s is left unmarked: %s", opts.Spec, u.Method, u.Path, u.Why)
 		}
 	}
-	b, err := generateBase(s.doc, m, opts)
+	b, err := generateBase(s.doc, m, opts, s.src.externalRefs())
 	if err != nil {
 		return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
 	}

@@ -165,7 +165,7 @@ func (s *source) parseMarker(key, n *yaml.Node, name string, allowBool bool, err
 			if str, good := s.str(v, fname, errs); good {
 				lvl := strings.ToLower(strings.Join(strings.Fields(str), " "))
 				if _, known := isolationLevels[lvl]; !known {
-					errs.add(p, "%s: %q is not an isolation level (want \"serializable\", \"repeatable read\" or \"read committed\")", fname, str)
+					errs.add(p, "%s: %q is not an isolation level (want \"serializable\", \"repeatable read\", \"read committed\" or \"read uncommitted\")", fname, str)
 				} else {
 					m.isolation.put(lvl, p)
 				}

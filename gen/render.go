@@ -236,7 +236,7 @@ func policyComment(v string, o *Operation) []string {
 		lines = append(lines, fmt.Sprintf("Declared headers outside the fingerprint (a retry may change them): %s.", strings.Join(o.OtherHeaders, ", ")))
 	}
 	if len(o.OwnErrors) > 0 {
-		lines = append(lines, fmt.Sprintf("The spec declares its own %s response(s): render the protocol's rejections in its shape with idem.WithRejectionRenderer.", strings.Join(o.OwnErrors, ", ")))
+		lines = append(lines, fmt.Sprintf("The spec declares its own %s response(s): render the protocol's rejections in its shape with idem.WithRejectionRenderer (and store.RequestErrorHandler).", strings.Join(o.OwnErrors, ", ")))
 	}
 	return lines
 }

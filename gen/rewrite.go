@@ -2,6 +2,8 @@ package gen
 
 import (
 	"slices"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -21,6 +23,7 @@ func prepareBase(doc *openapi3.T, m *Model, external bool, router string) error 
 			keyHeader(doc, o)
 		}
 	}
+	uniqueOperationIDs(doc)
 	forEachOperation(doc, func(item *openapi3.PathItem, op *openapi3.Operation) {
 		op.Callbacks = nil // requests the service sends, like webhooks
 		uniqueParamNames(operationParams(item, op))
@@ -60,47 +63,107 @@ func keyHeader(doc *openapi3.T, o *Operation) {
 	op.Parameters = append(op.Parameters, &openapi3.ParameterRef{Value: p})
 }
 
-// uniqueParamNames gives the query, header and cookie parameters of one operation
-// distinct Go field names: "StartTime", "StartTime<" and "StartTime>" are all StartTime
-// to oapi-codegen; the second and third become StartTimeLt and StartTimeGt (x-go-name).
-func uniqueParamNames(params openapi3.Parameters) {
+// uniqueOperationIDs gives operations whose ids differ only in case or punctuation
+// ("createPet", "CreatePet", "create_pet": all CreatePet in Go) distinct Go names: the one
+// spelled like its Go name, else the first by id, keeps it; the others get createPet2,
+// create_pet3 (the stored operation name, Policy.Operation, stays the spec's id).
+func uniqueOperationIDs(doc *openapi3.T) {
+	groups := map[string][]*openapi3.Operation{}
+	forEachOperation(doc, func(_ *openapi3.PathItem, op *openapi3.Operation) {
+		if op.OperationID != "" {
+			g := codegen.SchemaNameToTypeName(op.OperationID)
+			groups[g] = append(groups[g], op)
+		}
+	})
 	taken := map[string]bool{}
+	for g := range groups {
+		taken[g] = true
+	}
+	for _, g := range sortedKeys(groups) {
+		ops := groups[g]
+		if len(ops) < 2 {
+			continue
+		}
+		sort.SliceStable(ops, func(i, j int) bool {
+			if (ops[i].OperationID == g) != (ops[j].OperationID == g) {
+				return ops[i].OperationID == g
+			}
+			return ops[i].OperationID < ops[j].OperationID
+		})
+		for _, op := range ops[1:] {
+			for n := 2; ; n++ {
+				id := op.OperationID + strconv.Itoa(n)
+				if name := codegen.SchemaNameToTypeName(id); !taken[name] {
+					taken[name], op.OperationID = true, id
+					break
+				}
+			}
+		}
+	}
+}
+
+// uniqueParamNames gives the query, header and cookie parameters of one operation
+// distinct Go field names (x-go-name). "StartTime", "StartTime<" and "StartTime>" are all
+// StartTime to oapi-codegen: a name with comparison operators spells them
+// (StartTimeLt, StartTimeGt; "<=" is LtEq), whatever the order of declaration, and the
+// plain name keeps StartTime. Other collisions ("created_at", "createdAt") number all but
+// the first: CreatedAt2.
+func uniqueParamNames(params openapi3.Parameters) {
+	groups := map[string][]*openapi3.Parameter{}
+	var order []string
 	for _, p := range params {
 		v := p.Value
 		if v == nil || v.In == openapi3.ParameterInPath {
 			continue
 		}
-		name := v.Name
-		if n, ok := v.Extensions["x-go-name"].(string); ok && n != "" {
-			name = n
+		g := paramGoName(v)
+		if len(groups[g]) == 0 {
+			order = append(order, g)
 		}
-		goName := codegen.SchemaNameToTypeName(name)
-		if !taken[goName] {
-			taken[goName] = true
+		groups[g] = append(groups[g], v)
+	}
+	taken := map[string]bool{}
+	for _, g := range order {
+		taken[g] = true
+	}
+	for _, g := range order {
+		members := groups[g]
+		if len(members) < 2 {
 			continue
 		}
-		alt := goName + punctuationSuffix(v.Name)
-		if taken[alt] || alt == goName {
-			alt = freeName(goName, taken)
+		// Plain names first, in declaration order: the first keeps g.
+		sort.SliceStable(members, func(i, j int) bool { return operatorSuffix(members[i].Name) == "" && operatorSuffix(members[j].Name) != "" })
+		for _, v := range members[1:] {
+			alt := g + operatorSuffix(v.Name)
+			if alt == g || taken[alt] {
+				alt = freeName(g, taken)
+			}
+			taken[alt] = true
+			if v.Extensions == nil {
+				v.Extensions = map[string]any{}
+			}
+			v.Extensions["x-go-name"] = alt
 		}
-		taken[alt] = true
-		if v.Extensions == nil {
-			v.Extensions = map[string]any{}
-		}
-		v.Extensions["x-go-name"] = alt
 	}
 }
 
-var punctuationWords = map[rune]string{
-	'<': "Lt", '>': "Gt", '=': "Eq", '!': "Not", '.': "Dot", '+': "Plus", '-': "Minus",
-	'*': "Star", '~': "Tilde", '@': "At", '$': "Dollar", '#': "Hash", '%': "Percent",
+// paramGoName is the Go field name oapi-codegen gives a parameter.
+func paramGoName(v *openapi3.Parameter) string {
+	name := v.Name
+	if n, ok := v.Extensions["x-go-name"].(string); ok && n != "" {
+		name = n
+	}
+	return codegen.SchemaNameToTypeName(name)
 }
 
-// punctuationSuffix spells the punctuation of a parameter name: "StartTime<=" → "LtEq".
-func punctuationSuffix(name string) string {
+var operatorWords = map[rune]string{'<': "Lt", '>': "Gt", '=': "Eq", '!': "Not"}
+
+// operatorSuffix spells the comparison operators of a parameter name: "StartTime<=" →
+// "LtEq"; "" when it has none.
+func operatorSuffix(name string) string {
 	var b strings.Builder
 	for _, r := range name {
-		b.WriteString(punctuationWords[r])
+		b.WriteString(operatorWords[r])
 	}
 	return b.String()
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // RejectionRenderer renders the body of a protocol rejection: the 400 (missing or invalid
@@ -53,16 +54,17 @@ func (s *Store) problem(o Outcome, p Problem, retryAfter int) *Response {
 // response is rendered like the protocol's own rejections.
 func (s *Store) Reject(p *Policy, err error) *Response {
 	var pr *Problem
+	detail := strings.TrimPrefix(err.Error(), "idem: ")
 	switch {
 	case errors.As(err, &pr):
 		s.observe(p.Operation, OutcomeRejected)
 		return s.problem(OutcomeRejected, *pr, 0)
 	case errors.Is(err, ErrInvalidKey):
-		return s.reject(p, OutcomeInvalidKey, http.StatusBadRequest, err.Error(), 0)
+		return s.reject(p, OutcomeInvalidKey, http.StatusBadRequest, detail, 0)
 	case errors.Is(err, ErrBodyTooLarge):
-		return s.reject(p, OutcomeRejected, http.StatusRequestEntityTooLarge, err.Error(), 0)
+		return s.reject(p, OutcomeRejected, http.StatusRequestEntityTooLarge, detail, 0)
 	}
-	return s.reject(p, OutcomeRejected, http.StatusBadRequest, err.Error(), 0)
+	return s.reject(p, OutcomeRejected, http.StatusBadRequest, detail, 0)
 }
 
 // bufferBodies reads the streamed bodies among parts into memory (at most the store's
@@ -102,5 +104,5 @@ func (s *Store) RequestErrorHandler(w http.ResponseWriter, r *http.Request, err 
 	if errors.As(err, &tooLarge) || errors.Is(err, ErrBodyTooLarge) {
 		status = http.StatusRequestEntityTooLarge
 	}
-	_ = s.problem(OutcomeRejected, Problem{Status: status, Detail: err.Error()}, 0).WriteTo(w)
+	_ = s.problem(OutcomeRejected, Problem{Status: status, Detail: strings.TrimPrefix(err.Error(), "idem: ")}, 0).WriteTo(w)
 }

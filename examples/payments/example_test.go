@@ -83,12 +83,14 @@ func handler(ctx context.Context, pool *pgxpool.Pool, reg prometheus.Registerer)
 	reg.MustRegister(outcomes, idemprom.NewStoreCollector(store, time.Hour))
 	go idem.NewPurger(store, 10*time.Minute, 1000, nil).Run(ctx) // logs with slog
 
+	// store.RequestErrorHandler answers undecodable and invalid requests (400, 413) in the
+	// same shape as the protocol's own rejections (problem+json, or WithRejectionRenderer's).
 	strict := api.NewStrictHandlerWithOptions(api.NewIdempotentStrictServer(&Payments{pool: pool}, store), nil,
 		api.StrictHTTPServerOptions{
-			RequestErrorHandlerFunc:  idem.RequestErrorHandler,  // 400 problem
+			RequestErrorHandlerFunc:  store.RequestErrorHandler,
 			ResponseErrorHandlerFunc: idem.ResponseErrorHandler, // 500 problem; logs the error with slog
 		})
-	h := api.HandlerWithOptions(strict, api.StdHTTPServerOptions{ErrorHandlerFunc: idem.RequestErrorHandler})
+	h := api.HandlerWithOptions(strict, api.StdHTTPServerOptions{ErrorHandlerFunc: store.RequestErrorHandler})
 
 	// Requests that break the spec (a missing field, a value out of range) get a 400
 	// problem before the idempotency protocol claims their key.
@@ -96,7 +98,7 @@ func handler(ctx context.Context, pool *pgxpool.Pool, reg prometheus.Registerer)
 	if err != nil {
 		log.Fatal(err)
 	}
-	validate, err := idemvalidate.Middleware(spec, idem.RequestErrorHandler)
+	validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/idem"
@@ -70,6 +72,10 @@ func purge(args []string, stdout, stderr io.Writer) int {
 	}
 	fail := func(err error) int {
 		fmt.Fprintf(stderr, "idemgen purge: %v\n", err)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+			fmt.Fprintln(stderr, "idemgen purge: the idempotency_keys table is missing: apply migrations/ with your tool, `idemgen schema`, or call idem.Migrate on start")
+		}
 		return ExitFail
 	}
 	cfg, err := pgxpool.ParseConfig(*dbURL)
@@ -92,9 +98,12 @@ func purge(args []string, stdout, stderr io.Writer) int {
 		return ExitOK
 	}
 	r := idem.NewPurger(idem.NewStore(pool), 0, *batch, nil).Once(ctx)
-	fmt.Fprintf(stdout, "deleted %d expired idempotency keys in %s\n", r.Deleted, r.Duration.Round(time.Millisecond))
 	if r.Err != nil {
+		if r.Deleted > 0 {
+			fmt.Fprintf(stdout, "deleted %d expired idempotency keys in %s before the error\n", r.Deleted, r.Duration.Round(time.Millisecond))
+		}
 		return fail(r.Err)
 	}
+	fmt.Fprintf(stdout, "deleted %d expired idempotency keys in %s\n", r.Deleted, r.Duration.Round(time.Millisecond))
 	return ExitOK
 }

@@ -53,7 +53,7 @@ var createPayoutPolicy = idem.MustPolicy(idem.Policy{
 // key from header x-idempotency-key, required (format uuid);
 // lease 30s, retention 24h, no timeout, database default isolation.
 // Declared headers outside the fingerprint (a retry may change them): X-Request-Id.
-// The spec declares its own 409, 422 response(s): render the protocol's rejections in its shape with idem.WithRejectionRenderer.
+// The spec declares its own 409, 422 response(s): render the protocol's rejections in its shape with idem.WithRejectionRenderer (and store.RequestErrorHandler).
 var createTransferPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createTransfer",
 	KeySource:   "header x-idempotency-key",

@@ -20,6 +20,10 @@ type IdempotentServerInterface interface {
 	CreateAttachment(ctx context.Context, tx idem.Tx, request CreateAttachmentRequestObject) (CreateAttachmentResponseObject, error)
 	// CreateClassification (POST /classifications) runs inside the idempotency protocol, see createClassificationPolicy.
 	CreateClassification(ctx context.Context, tx idem.Tx, request CreateClassificationRequestObject) (CreateClassificationResponseObject, error)
+	// CreatePet (POST /pets)
+	CreatePet(ctx context.Context, request CreatePetRequestObject) (CreatePetResponseObject, error)
+	// CreatePet2 (POST /pets/import) runs inside the idempotency protocol, see createPet2Policy.
+	CreatePet2(ctx context.Context, tx idem.Tx, request CreatePet2RequestObject) (CreatePet2ResponseObject, error)
 }
 
 // createAttachmentPolicy is the idempotency policy of createAttachment (POST /attachments):
@@ -36,9 +40,20 @@ var createAttachmentPolicy = idem.MustPolicy(idem.Policy{
 // createClassificationPolicy is the idempotency policy of createClassification (POST /classifications):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
 // lease 30s, retention 24h, no timeout, database default isolation.
-// The spec declares its own 400 response(s): render the protocol's rejections in its shape with idem.WithRejectionRenderer.
+// The spec declares its own 400 response(s): render the protocol's rejections in its shape with idem.WithRejectionRenderer (and store.RequestErrorHandler).
 var createClassificationPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createClassification",
+	KeySource:   "header Idempotency-Key",
+	KeyRequired: false,
+	Lease:       30 * time.Second,
+	Retention:   24 * time.Hour,
+})
+
+// createPet2Policy is the idempotency policy of createPet (POST /pets/import):
+// key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// lease 30s, retention 24h, no timeout, database default isolation.
+var createPet2Policy = idem.MustPolicy(idem.Policy{
+	Operation:   "createPet",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: false,
 	Lease:       30 * time.Second,
@@ -105,6 +120,25 @@ func (s *idempotentServer) CreateClassification(ctx context.Context, request Cre
 	return idemResponse{resp}, nil
 }
 
+func (s *idempotentServer) CreatePet(ctx context.Context, request CreatePetRequestObject) (CreatePetResponseObject, error) {
+	return s.impl.CreatePet(ctx, request)
+}
+
+// CreatePet2 runs impl.CreatePet2 under createPet2Policy.
+func (s *idempotentServer) CreatePet2(ctx context.Context, request CreatePet2RequestObject) (CreatePet2ResponseObject, error) {
+	resp, err := s.store.Do(ctx, createPet2Policy, request.Params.IdempotencyKey, nil, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
+		out, err := s.impl.CreatePet2(ctx, tx, request)
+		if err != nil || out == nil {
+			return nil, err // with out == nil and no error, Store.Do fails the call
+		}
+		return s.store.Record(out.VisitCreatePet2Response) // at most the store's response cap, see idem.WithMaxResponseBytes
+	})
+	if err != nil {
+		return nil, err
+	}
+	return idemResponse{resp}, nil
+}
+
 // idemResponse is the answer the protocol decided for a marked operation: the handler's own
 // response (recorded), a replay of the stored one (Idempotent-Replayed: true), or a
 // rejection (400, 409, 413, 422; problem+json unless the store renders them otherwise).
@@ -116,3 +150,4 @@ func (r idemResponse) VisitCreateAttachmentResponse(w http.ResponseWriter) error
 func (r idemResponse) VisitCreateClassificationResponse(w http.ResponseWriter) error {
 	return r.r.WriteTo(w)
 }
+func (r idemResponse) VisitCreatePet2Response(w http.ResponseWriter) error { return r.r.WriteTo(w) }

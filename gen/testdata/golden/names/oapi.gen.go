@@ -188,6 +188,12 @@ type CreateClassificationParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// CreatePet2Params defines parameters for CreatePet2.
+type CreatePet2Params struct {
+	// IdempotencyKey Idempotency key of the request (added by idemgen).
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // CreateAttachmentJSONRequestBody defines body for CreateAttachment for application/json ContentType.
 type CreateAttachmentJSONRequestBody = Attachment
 
@@ -394,6 +400,12 @@ type ServerInterface interface {
 
 	// (POST /classifications)
 	CreateClassification(w http.ResponseWriter, r *http.Request, params CreateClassificationParams)
+
+	// (POST /pets)
+	CreatePet(w http.ResponseWriter, r *http.Request)
+
+	// (POST /pets/import)
+	CreatePet2(w http.ResponseWriter, r *http.Request, params CreatePet2Params)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -526,6 +538,61 @@ func (siw *ServerInterfaceWrapper) CreateClassification(w http.ResponseWriter, r
 	handler.ServeHTTP(w, r)
 }
 
+// CreatePet operation middleware
+func (siw *ServerInterfaceWrapper) CreatePet(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreatePet(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreatePet2 operation middleware
+func (siw *ServerInterfaceWrapper) CreatePet2(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreatePet2Params
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreatePet2(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
 type UnescapedCookieParamError struct {
 	ParamName string
 	Err       error
@@ -648,6 +715,8 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/attachments", wrapper.CreateAttachment)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/classifications", wrapper.CreateClassification)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/pets", wrapper.CreatePet)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/pets/import", wrapper.CreatePet2)
 
 	return m
 }
@@ -728,6 +797,37 @@ func (response CreateClassification400JSONResponse) VisitCreateClassificationRes
 	return err
 }
 
+type CreatePetRequestObject struct {
+}
+
+type CreatePetResponseObject interface {
+	VisitCreatePetResponse(w http.ResponseWriter) error
+}
+
+type CreatePet204Response struct {
+}
+
+func (response CreatePet204Response) VisitCreatePetResponse(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
+type CreatePet2RequestObject struct {
+	Params CreatePet2Params
+}
+
+type CreatePet2ResponseObject interface {
+	VisitCreatePet2Response(w http.ResponseWriter) error
+}
+
+type CreatePet2204Response struct {
+}
+
+func (response CreatePet2204Response) VisitCreatePet2Response(w http.ResponseWriter) error {
+	w.WriteHeader(204)
+	return nil
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 
@@ -736,6 +836,12 @@ type StrictServerInterface interface {
 
 	// (POST /classifications)
 	CreateClassification(ctx context.Context, request CreateClassificationRequestObject) (CreateClassificationResponseObject, error)
+
+	// (POST /pets)
+	CreatePet(ctx context.Context, request CreatePetRequestObject) (CreatePetResponseObject, error)
+
+	// (POST /pets/import)
+	CreatePet2(ctx context.Context, request CreatePet2RequestObject) (CreatePet2ResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -836,6 +942,56 @@ func (sh *strictHandler) CreateClassification(w http.ResponseWriter, r *http.Req
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CreateClassificationResponseObject); ok {
 		if err := validResponse.VisitCreateClassificationResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreatePet operation middleware
+func (sh *strictHandler) CreatePet(w http.ResponseWriter, r *http.Request) {
+	var request CreatePetRequestObject
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreatePet(ctx, request.(CreatePetRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreatePet")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreatePetResponseObject); ok {
+		if err := validResponse.VisitCreatePetResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreatePet2 operation middleware
+func (sh *strictHandler) CreatePet2(w http.ResponseWriter, r *http.Request, params CreatePet2Params) {
+	var request CreatePet2RequestObject
+
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreatePet2(ctx, request.(CreatePet2RequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreatePet2")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreatePet2ResponseObject); ok {
+		if err := validResponse.VisitCreatePet2Response(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
