@@ -132,7 +132,9 @@ func uniqueParamNames(params openapi3.Parameters) {
 			continue
 		}
 		// Plain names first, in declaration order: the first keeps g.
-		sort.SliceStable(members, func(i, j int) bool { return operatorSuffix(members[i].Name) == "" && operatorSuffix(members[j].Name) != "" })
+		sort.SliceStable(members, func(i, j int) bool {
+			return operatorSuffix(members[i].Name) == "" && operatorSuffix(members[j].Name) != ""
+		})
 		for _, v := range members[1:] {
 			alt := g + operatorSuffix(v.Name)
 			if alt == g || taken[alt] {
