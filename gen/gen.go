@@ -96,7 +96,7 @@ func Generate(opts Options) ([]File, error) {
 	}
 	for _, u := range m.Unmarked {
 		if opts.Warnf != nil {
-			opts.Warnf("%s: %s %s is left unmarked: %s", opts.Spec, u.Method, u.Path, u.Why)
+			opts.Warnf("%s: %s %s is left unmarked by %s.methods: %s", u.Pos, u.Method, u.Path, DefaultsExt, u.Why)
 		}
 	}
 	b, err := generateBase(s.doc, m, opts, s.src.externalRefs())

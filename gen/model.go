@@ -23,6 +23,7 @@ type Model struct {
 type Skipped struct {
 	Method, Path string
 	Why          string
+	Pos          Pos // of the operation's method
 }
 
 // Operation is a marked operation and its policy.
@@ -94,7 +95,7 @@ func (s *source) buildModel(doc *openapi3.T, markers []opMarker, errs *ErrorList
 		}
 		if ct := streamingResponse(op); ct != "" {
 			if om.m.byMethod {
-				m.Unmarked = append(m.Unmarked, Skipped{Method: strings.ToUpper(om.method), Path: om.path,
+				m.Unmarked = append(m.Unmarked, Skipped{Method: strings.ToUpper(om.method), Path: om.path, Pos: om.m.pos,
 					Why: fmt.Sprintf("its %s response is a stream, which cannot be recorded and replayed", ct)})
 				continue
 			}
