@@ -7,16 +7,15 @@
 -- and response_* is the answer replayed to retries until expires_at. All times are taken
 -- from the database clock.
 
-CREATE SEQUENCE IF NOT EXISTS idempotency_lease_token_seq;
-
 CREATE TABLE IF NOT EXISTS idempotency_keys (
     scope            text        NOT NULL,
     key              text        NOT NULL,
     operation        text        NOT NULL,
     fingerprint      bytea       NOT NULL,
     status           text        NOT NULL CHECK (status IN ('processing', 'completed')),
-    -- fencing token: a new value on every claim, takeover and reclaim.
-    lease_token      bigint      NOT NULL DEFAULT nextval('idempotency_lease_token_seq'),
+    -- fencing token: a new random value from the client on every claim, takeover and
+    -- reclaim (so the claim, BEGIN and the own-row lock can travel in one flight).
+    lease_token      bigint      NOT NULL,
     leased_until     timestamptz NOT NULL,
     response_status  integer,
     -- ordered header lines: [["Content-Type","application/json"],["Location","/payments/1"]]

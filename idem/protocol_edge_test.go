@@ -91,7 +91,7 @@ func TestLeaseLostWhileLockingUnderSerializable(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer reclaim.Rollback(ctx)
-			if _, err := reclaim.Exec(ctx, `UPDATE idempotency_keys SET lease_token = nextval('idempotency_lease_token_seq'),
+			if _, err := reclaim.Exec(ctx, `UPDATE idempotency_keys SET lease_token = lease_token + 1,
 				leased_until = now() + interval '30 seconds' WHERE key = 'k'`); err != nil {
 				t.Fatal(err)
 			}
@@ -368,15 +368,14 @@ func TestQueryGuards(t *testing.T) {
 	q := e.store.q
 	fp, _ := Fingerprint("createThing", parts("x")...)
 	lease, retention := time.Minute.Microseconds(), time.Hour.Microseconds()
-	claim, err := q.ClaimKey(ctx, idemdb.ClaimKeyParams{Scope: "", Key: "k", Operation: "createThing", Fingerprint: fp, LeaseUs: lease, RetentionUs: retention})
-	if err != nil {
-		t.Fatal(err)
+	const token = 41
+	if _, err := q.ClaimKey(ctx, idemdb.ClaimKeyParams{Scope: "", Key: "k", Operation: "createThing", Fingerprint: fp, LeaseToken: token, LeaseUs: lease, RetentionUs: retention}); err != nil {
+		t.Fatalf("claim: %v", err)
 	}
-	token := claim.LeaseToken
-	if _, err := q.TakeOverExpired(ctx, idemdb.TakeOverExpiredParams{Key: "k", Operation: "createThing", Fingerprint: fp, LeaseUs: lease, RetentionUs: retention}); !errors.Is(err, pgx.ErrNoRows) {
+	if _, err := q.TakeOverExpired(ctx, idemdb.TakeOverExpiredParams{Key: "k", Operation: "createThing", Fingerprint: fp, LeaseToken: 42, LeaseUs: lease, RetentionUs: retention}); !errors.Is(err, pgx.ErrNoRows) {
 		t.Fatalf("takeover of an unexpired row: %v, want no row", err)
 	}
-	if _, err := q.ReclaimKey(ctx, idemdb.ReclaimKeyParams{Key: "k", Operation: "createThing", Fingerprint: fp, LeaseUs: lease}); !errors.Is(err, pgx.ErrNoRows) {
+	if _, err := q.ReclaimKey(ctx, idemdb.ReclaimKeyParams{Key: "k", Operation: "createThing", Fingerprint: fp, LeaseToken: 42, LeaseUs: lease}); !errors.Is(err, pgx.ErrNoRows) {
 		t.Fatalf("reclaim of a live lease: %v, want no row", err)
 	}
 	if n, err := q.ReleaseKey(ctx, idemdb.ReleaseKeyParams{Key: "k", LeaseToken: token + 1}); err != nil || n != 0 {
@@ -386,10 +385,10 @@ func TestQueryGuards(t *testing.T) {
 		t.Fatal(err)
 	}
 	other, _ := Fingerprint("createThing", parts("y")...)
-	if _, err := q.ReclaimKey(ctx, idemdb.ReclaimKeyParams{Key: "k", Operation: "createThing", Fingerprint: other, LeaseUs: lease}); !errors.Is(err, pgx.ErrNoRows) {
+	if _, err := q.ReclaimKey(ctx, idemdb.ReclaimKeyParams{Key: "k", Operation: "createThing", Fingerprint: other, LeaseToken: 42, LeaseUs: lease}); !errors.Is(err, pgx.ErrNoRows) {
 		t.Fatalf("reclaim with another payload: %v, want no row", err)
 	}
-	if _, err := q.ReclaimKey(ctx, idemdb.ReclaimKeyParams{Key: "k", Operation: "createThing", Fingerprint: fp, LeaseUs: lease}); err != nil {
+	if _, err := q.ReclaimKey(ctx, idemdb.ReclaimKeyParams{Key: "k", Operation: "createThing", Fingerprint: fp, LeaseToken: 42, LeaseUs: lease}); err != nil {
 		t.Fatalf("reclaim past the lease: %v", err)
 	}
 	if n, err := q.ReleaseKey(ctx, idemdb.ReleaseKeyParams{Key: "k", LeaseToken: token}); err != nil || n != 0 || e.keyRows() != 1 {
@@ -423,7 +422,7 @@ func TestLockFailureReleaseIsFenced(t *testing.T) {
 	}
 	defer reclaim.Rollback(ctx)
 	var token int64
-	if err := reclaim.QueryRow(ctx, `UPDATE idempotency_keys SET lease_token = nextval('idempotency_lease_token_seq'),
+	if err := reclaim.QueryRow(ctx, `UPDATE idempotency_keys SET lease_token = lease_token + 1,
 		leased_until = now() + interval '30 seconds' WHERE key = 'k' RETURNING lease_token`).Scan(&token); err != nil {
 		t.Fatal(err)
 	}
