@@ -20,6 +20,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // env is one test's database: a store on a fresh database with a business table.
 type env struct {
 	t     testing.TB
+	url   string
 	pool  *pgxpool.Pool
 	store *Store
 	// outcomes counts every outcome the observer saw, across the test.
@@ -39,7 +40,7 @@ func newEnv(t testing.TB, opts ...Option) *env {
 		id bigserial PRIMARY KEY, scope text NOT NULL, key text, payload text NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, pool: pool, outcomes: map[Outcome]int{}}
+	e := &env{t: t, url: url, pool: pool, outcomes: map[Outcome]int{}}
 	obs := WithObserver(func(_ string, o Outcome) {
 		e.mu.Lock()
 		e.outcomes[o]++
