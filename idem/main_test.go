@@ -30,7 +30,12 @@ type env struct {
 
 func newEnv(t testing.TB, opts ...Option) *env {
 	t.Helper()
-	url := pgtest.NewDB(t)
+	return newEnvOn(t, pgtest.NewDB(t), opts...)
+}
+
+// newEnvOn is newEnv on the database at url.
+func newEnvOn(t testing.TB, url string, opts ...Option) *env {
+	t.Helper()
 	pool := pgtest.PoolWithMax(t, url, 40)
 	ctx := context.Background()
 	if err := Migrate(ctx, pool); err != nil {
@@ -62,6 +67,16 @@ func (e *env) rows(where string, args ...any) int {
 	var n int
 	if err := e.pool.QueryRow(context.Background(), "SELECT count(*) FROM business "+where, args...).Scan(&n); err != nil {
 		e.t.Fatal(err)
+	}
+	return n
+}
+
+// int runs a query that returns one integer.
+func (e *env) int(query string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		e.t.Fatalf("%s: %v", query, err)
 	}
 	return n
 }
