@@ -2,14 +2,27 @@ package idem
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/idem/internal/idemdb"
 )
 
 // BenchmarkBusinessTx measures one business transaction (insert one row, commit) with and
-// without the protocol, at 1 and 16 goroutines. Compare with benchstat; the ratio
-// protocol/plain is the cost of idempotency (claim, lock, complete: three more statements).
+// without the protocol, at 1 and 16 goroutines, on the test cluster (fsync off: this is
+// the protocol's CPU and round-trip cost, not its commit cost; for that see
+// examples/payments/bench). Compare with benchstat; the ratio protocol/plain is the cost of
+// idempotency (claim, lock, complete: three more statements, no more round trips).
 func BenchmarkBusinessTx(b *testing.B) {
 	for _, par := range []int{1, 16} {
 		e := newEnv(b)
@@ -60,4 +73,108 @@ func runParallel(b *testing.B, par int, f func()) {
 	for range par {
 		<-done
 	}
+}
+
+var claimRows = flag.String("claim.rows", "10000,100000,1000000",
+	"BenchmarkClaimLatency: table sizes (rows in idempotency_keys) to measure at, ascending, comma-separated")
+
+// BenchmarkClaimLatency measures the claim statement (ClaimKey, one round trip, a random
+// UUID key as clients send them) as idempotency_keys grows: it fills the table to each
+// size of -claim.rows (completed rows of 500 scopes, spread over a day, with a response),
+// vacuums it as autovacuum would, then times 3000 claims one after the other. It reports
+// p50 and mean per size and each size's p50 over the first size's. Run it alone, e.g.
+//
+//	go test ./idem -run '^$' -bench ClaimLatency -benchtime 1x -claim.rows 10000,1000000,10000000
+//
+// (10M rows take a few minutes to load and about 5 GB of disk.)
+func BenchmarkClaimLatency(b *testing.B) {
+	var sizes []int
+	for _, s := range strings.Split(*claimRows, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			b.Fatalf("-claim.rows: %v", err)
+		}
+		sizes = append(sizes, n)
+	}
+	e := newEnv(b)
+	fp, _ := Fingerprint("createThing", parts("x")...)
+	var first time.Duration
+	fmt.Printf("\n%12s %9s %9s %9s %8s\n", "rows", "p50 µs", "p99 µs", "mean µs", "p50/first")
+	for _, size := range sizes {
+		start := time.Now()
+		fillKeys(b, e.pool, size)
+		b.Logf("filled to %d rows in %v", size, time.Since(start).Round(time.Second))
+		lat := timeClaims(b, e.pool, fp, 3000)
+		p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
+		var sum time.Duration
+		for _, d := range lat {
+			sum += d
+		}
+		mean := sum / time.Duration(len(lat))
+		if first == 0 {
+			first = p50
+		}
+		ratio := float64(p50) / float64(first)
+		fmt.Printf("%12d %9.0f %9.0f %9.0f %8.2f\n", size, us(p50), us(p99), us(mean), ratio)
+		b.ReportMetric(us(p50), fmt.Sprintf("p50-µs@%d", size))
+		b.ReportMetric(ratio, fmt.Sprintf("p50-ratio@%d", size))
+	}
+}
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
+
+// fillKeys grows idempotency_keys to size rows, in transactions of a million, then
+// vacuums and analyzes it.
+func fillKeys(b *testing.B, pool *pgxpool.Pool, size int) {
+	b.Helper()
+	ctx := context.Background()
+	var rows int
+	if err := pool.QueryRow(ctx, "SELECT count(*) FROM idempotency_keys").Scan(&rows); err != nil {
+		b.Fatal(err)
+	}
+	for from := rows; from < size; from += 1_000_000 {
+		to := min(size, from+1_000_000)
+		if _, err := pool.Exec(ctx, `
+			INSERT INTO idempotency_keys (scope, key, operation, fingerprint, status, lease_token, leased_until,
+				response_status, response_headers, response_body, created_at, completed_at, expires_at)
+			SELECT 'acct-' || (i % 500), gen_random_uuid()::text, 'createThing',
+				sha256(i::text::bytea), 'completed', i, t + interval '30 seconds',
+				201, '[["Content-Type","application/json"],["Location","/things/1"]]',
+				convert_to(repeat('{"id":"pay_0123456789abcdef","amount":1234}', 4), 'UTF8'), t, t, t + interval '1 day'
+			FROM generate_series($1::bigint, $2::bigint - 1) AS i,
+				LATERAL (SELECT now() - (i % 86400) * interval '1 second') AS c(t)`, from, to); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if _, err := pool.Exec(ctx, "VACUUM ANALYZE idempotency_keys"); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// timeClaims times n claims of new random keys, one after the other, sorted.
+func timeClaims(b *testing.B, pool *pgxpool.Pool, fp []byte, n int) []time.Duration {
+	b.Helper()
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Release()
+	var keys []string
+	if err := conn.QueryRow(ctx, `SELECT array_agg(gen_random_uuid()::text) FROM generate_series(1, $1)`, n).Scan(&keys); err != nil {
+		b.Fatal(err)
+	}
+	lat := make([]time.Duration, 0, n)
+	for i, key := range keys {
+		st := idemdb.ClaimKeyParams{Scope: "acct-" + strconv.Itoa(i%500), Key: key, Operation: "createThing",
+			Fingerprint: fp, LeaseToken: newToken(), LeaseUs: DefaultLease.Microseconds(), RetentionUs: DefaultRetention.Microseconds()}.Statement()
+		start := time.Now()
+		var rowID string
+		if err := conn.QueryRow(ctx, st.SQL, st.Args...).Scan(&rowID); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	slices.Sort(lat)
+	return lat
 }
