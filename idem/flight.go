@@ -19,7 +19,8 @@ import (
 //
 // Statements go as unnamed statements with text parameters (as pgx's exec mode sends
 // them), so flights need no prepared statements and work behind PgBouncer's transaction
-// pooling, whatever the pool's query exec mode.
+// pooling, whatever the pool's query exec mode. A connection tracer that implements
+// pgx.BatchTracer (OpenTelemetry's, for one) sees each flight as a batch.
 type flight struct {
 	conn   *pgx.Conn
 	queued []*step
@@ -32,6 +33,7 @@ type step struct {
 	args []any
 	dest []any // scan targets of the first row, if any
 
+	tag   pgconn.CommandTag
 	rows  int64 // rows affected (or returned)
 	found bool  // a row was returned (and scanned into dest)
 	err   error
@@ -64,6 +66,19 @@ func (f *flight) run(ctx context.Context) error {
 	if n := len(f.queued); n == 0 || !f.queued[n-1].sync {
 		f.sync()
 	}
+	tracer, _ := f.conn.Config().Tracer.(pgx.BatchTracer)
+	if tracer != nil {
+		ctx = f.traceStart(ctx, tracer)
+	}
+	err := f.send(ctx)
+	if tracer != nil {
+		f.traceEnd(ctx, tracer, err)
+	}
+	return err
+}
+
+// send writes the flight and reads its answers.
+func (f *flight) send(ctx context.Context) error {
 	pl := f.conn.PgConn().StartPipeline(ctx)
 	var eqb pgx.ExtendedQueryBuilder
 	for _, s := range f.queued {
@@ -162,5 +177,28 @@ func (s *step) scan(conn *pgx.Conn, rr *pgconn.ResultReader) {
 	if err := rows.Err(); err != nil {
 		s.err = err
 	}
-	s.rows = rows.CommandTag().RowsAffected()
+	s.tag = rows.CommandTag()
+	s.rows = s.tag.RowsAffected()
+}
+
+// traceStart reports the flight's statements to tracer as a batch.
+func (f *flight) traceStart(ctx context.Context, tracer pgx.BatchTracer) context.Context {
+	b := &pgx.Batch{}
+	for _, s := range f.queued {
+		if !s.sync {
+			b.Queue(s.sql, s.args...)
+		}
+	}
+	return tracer.TraceBatchStart(ctx, f.conn, pgx.TraceBatchStartData{Batch: b})
+}
+
+// traceEnd reports each statement's outcome, then the flight's.
+func (f *flight) traceEnd(ctx context.Context, tracer pgx.BatchTracer, err error) {
+	for _, s := range f.queued {
+		if !s.sync {
+			tracer.TraceBatchQuery(ctx, f.conn, pgx.TraceBatchQueryData{
+				SQL: s.sql, Args: s.args, CommandTag: s.tag, Err: s.err})
+		}
+	}
+	tracer.TraceBatchEnd(ctx, f.conn, pgx.TraceBatchEndData{Err: err})
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -148,5 +149,50 @@ func TestRoundTripsPerRequest(t *testing.T) {
 	}
 	if got := measure(fresh(pipelined, readCommitted)); got.flights > base.flights+1 {
 		t.Errorf("a fresh request takes %d round trips, a bare transaction %d: more than one more", got.flights, base.flights)
+	}
+}
+
+// batchTracer records the statements of the batches (flights) it sees.
+type batchTracer struct {
+	mu    sync.Mutex
+	stmts []string
+}
+
+func (bt *batchTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+func (bt *batchTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (bt *batchTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+func (bt *batchTracer) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	bt.mu.Lock()
+	defer bt.mu.Unlock()
+	first, _, _ := strings.Cut(strings.TrimPrefix(d.SQL, "-- name: "), " ")
+	bt.stmts = append(bt.stmts, fmt.Sprintf("%s %s err=%v", first, d.CommandTag, d.Err))
+}
+func (bt *batchTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// A connection tracer that follows batches (as OpenTelemetry's does) sees the protocol's
+// flights, statement by statement, with their command tags.
+func TestFlightsAreTracedAsBatches(t *testing.T) {
+	e := newEnv(t)
+	cfg, err := pgxpool.ParseConfig(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt := &batchTracer{}
+	cfg.ConnConfig.Tracer = bt
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if r, err := NewStore(pool).Do(context.Background(), policy("createThing"), ptr("k"), parts("x"), insertOne("x")); err != nil || r.Outcome != OutcomeCompleted {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	want := "[ClaimKey INSERT 0 1 err=<nil> begin BEGIN err=<nil> LockOwnKey SELECT 1 err=<nil> CompleteKey SELECT 1 err=<nil> commit COMMIT err=<nil>]"
+	if got := fmt.Sprint(bt.stmts); got != want {
+		t.Fatalf("traced %s, want %s", got, want)
 	}
 }
