@@ -17,10 +17,12 @@ import (
 // own, whatever follows. After an error the server skips the rest of that statement's
 // group up to the next sync; those statements report errSkipped.
 //
-// Statements go as unnamed statements with text parameters (as pgx's exec mode sends
-// them), so flights need no prepared statements and work behind PgBouncer's transaction
-// pooling, whatever the pool's query exec mode. A connection tracer that implements
-// pgx.BatchTracer (OpenTelemetry's, for one) sees each flight as a batch.
+// In pgx's default query exec mode (cache_statement) statements are prepared once per
+// connection (pgx's Conn.Prepare, by their SQL) and sent bound to their prepared
+// statement. In every other mode (exec, simple_protocol: behind PgBouncer's transaction
+// pooling) they go as unnamed statements with text parameters, as pgx's exec mode sends
+// them. A connection tracer that implements pgx.BatchTracer (OpenTelemetry's, for one)
+// sees each flight as a batch.
 type flight struct {
 	conn   *pgx.Conn
 	queued []*step
@@ -31,7 +33,8 @@ type step struct {
 	sync bool
 	sql  string
 	args []any
-	dest []any // scan targets of the first row, if any
+	dest []any                        // scan targets of the first row, if any
+	sd   *pgconn.StatementDescription // the prepared statement, if prepared
 
 	tag   pgconn.CommandTag
 	rows  int64 // rows affected (or returned)
@@ -66,15 +69,41 @@ func (f *flight) run(ctx context.Context) error {
 	if n := len(f.queued); n == 0 || !f.queued[n-1].sync {
 		f.sync()
 	}
-	tracer, _ := f.conn.Config().Tracer.(pgx.BatchTracer)
+	cfg := f.conn.Config()
+	tracer, _ := cfg.Tracer.(pgx.BatchTracer)
 	if tracer != nil {
 		ctx = f.traceStart(ctx, tracer)
 	}
-	err := f.send(ctx)
+	var err error
+	if cfg.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+		err = f.prepare(ctx)
+	}
+	if err == nil {
+		err = f.send(ctx)
+	}
 	if tracer != nil {
 		f.traceEnd(ctx, tracer, err)
 	}
 	return err
+}
+
+// prepare prepares the flight's statements on the connection (a no-op for those it has
+// prepared before). On failure nothing of the flight was sent; every step gets the error.
+func (f *flight) prepare(ctx context.Context) error {
+	for _, s := range f.queued {
+		if s.sync {
+			continue
+		}
+		sd, err := f.conn.Prepare(ctx, s.sql, s.sql)
+		if err != nil {
+			for _, s := range f.queued {
+				s.err = err
+			}
+			return err
+		}
+		s.sd = sd
+	}
+	return nil
 }
 
 // send writes the flight and reads its answers.
@@ -86,11 +115,15 @@ func (f *flight) send(ctx context.Context) error {
 			pl.SendPipelineSync()
 			continue
 		}
-		if err := eqb.Build(f.conn.TypeMap(), nil, s.args); err != nil {
+		if err := eqb.Build(f.conn.TypeMap(), s.sd, s.args); err != nil {
 			pl.Close()
 			return fmt.Errorf("idem: encode arguments: %w", err)
 		}
-		pl.SendQueryParams(s.sql, eqb.ParamValues, nil, eqb.ParamFormats, eqb.ResultFormats)
+		if s.sd != nil {
+			pl.SendQueryStatement(s.sd, eqb.ParamValues, eqb.ParamFormats, eqb.ResultFormats)
+		} else {
+			pl.SendQueryParams(s.sql, eqb.ParamValues, nil, eqb.ParamFormats, eqb.ResultFormats)
+		}
 	}
 	if err := pl.Flush(); err != nil {
 		pl.Close()

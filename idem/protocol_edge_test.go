@@ -3,6 +3,8 @@ package idem
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net"
 	"net/http"
@@ -214,7 +216,7 @@ type commitFault struct {
 }
 
 func (c *commitFault) Write(b []byte) (int, error) {
-	if m := c.mode.Load(); m != 0 && bytes.Contains(b, []byte("commit\x00")) && c.mode.CompareAndSwap(m, 0) {
+	if m := c.mode.Load(); m != 0 && executesCommit(b) && c.mode.CompareAndSwap(m, 0) {
 		if m == 2 {
 			_, _ = c.Conn.Write(b)
 		}
@@ -222,6 +224,22 @@ func (c *commitFault) Write(b []byte) (int, error) {
 		return len(b), nil
 	}
 	return c.Conn.Write(b)
+}
+
+// preparedCommit is the name of the prepared statement pgx makes of "commit" (Conn.Prepare
+// by SQL: "stmt_" and a digest), executeMsg the start of an Execute message.
+var (
+	preparedCommit = func() []byte {
+		d := sha256.Sum256([]byte("commit"))
+		return []byte("stmt_" + hex.EncodeToString(d[:24]))
+	}()
+	executeMsg = []byte("E\x00\x00\x00\x09\x00")
+)
+
+// executesCommit reports whether the client's write b runs a COMMIT: an Execute of the
+// unnamed statement "commit" or of pgx's prepared one (preparing it runs nothing).
+func executesCommit(b []byte) bool {
+	return bytes.Contains(b, executeMsg) && (bytes.Contains(b, []byte("commit\x00")) || bytes.Contains(b, preparedCommit))
 }
 
 // faultyStore replaces e.store by a store whose connections lose the link at COMMIT when

@@ -97,7 +97,10 @@ func TestRoundTripsPerRequest(t *testing.T) {
 	}
 	type count struct{ flights, stmts, claimFlights, claimStmts int }
 	measure := func(f func()) count {
-		f() // warm up: pgx prepares and caches the business statement on first use
+		// Warm up: statements are prepared on a connection's first use of them (a replay's
+		// first call executes).
+		f()
+		f()
 		bw.take()
 		cw.take()
 		f()
