@@ -9,10 +9,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -142,11 +145,16 @@ var keySeq atomic.Int64
 
 func newKey() string { return fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), keySeq.Add(1)) }
 
-// counters are server-wide statistics read before and after a run.
-type counters struct{ walSyncs, commits int64 }
+// counters are statistics read before and after a run: the server's WAL syncs and
+// commits, and the CPU time of PostgreSQL's processes and of this one (HTTP clients and
+// servers).
+type counters struct {
+	walSyncs, commits int64
+	pgCPU, goCPU      time.Duration
+}
 
 // readCounters waits for the backends to flush their statistics (at most once a second
-// when idle) and reads the WAL syncs and commits so far.
+// when idle) and reads the counters.
 func readCounters(b *testing.B, pool *pgxpool.Pool) counters {
 	b.Helper()
 	time.Sleep(1500 * time.Millisecond)
@@ -156,7 +164,46 @@ func readCounters(b *testing.B, pool *pgxpool.Pool) counters {
 	if err != nil {
 		b.Fatal(err)
 	}
+	c.pgCPU = postgresCPU(b)
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	c.goCPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 	return c
+}
+
+// postgresCPU sums the user and system time of the cluster's postmaster and its
+// children, from /proc (clock ticks of 10 ms).
+func postgresCPU(b *testing.B) time.Duration {
+	b.Helper()
+	pidFile, err := os.ReadFile(filepath.Join(server.c.DataDir(), "postmaster.pid"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(pidFile), "\n")
+	postmaster := strings.TrimSpace(first)
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var ticks int64
+	for _, path := range stats {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		_, rest, _ := strings.Cut(string(data), ") ")
+		f := strings.Fields(rest) // f[0] is field 3 (state); ppid is field 4, utime 14, stime 15
+		if len(f) < 13 {
+			continue
+		}
+		pid := strings.TrimSuffix(filepath.Base(filepath.Dir(path)), "/")
+		if pid != postmaster && f[1] != postmaster {
+			continue
+		}
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks += utime + stime
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
 }
 
 // run is one variant's closed-loop run.
@@ -165,6 +212,7 @@ type run struct {
 	elapsed           time.Duration
 	lat               []time.Duration
 	walSyncs, commits float64 // per request
+	pgCPU, goCPU      float64 // µs per request
 }
 
 func (r run) rate() float64 { return float64(r.n) / r.elapsed.Seconds() }
@@ -198,6 +246,8 @@ func closedLoop(b *testing.B, pool *pgxpool.Pool, url string, c int, d time.Dura
 	r.walSyncs = float64(after.walSyncs-before.walSyncs) / float64(r.n)
 	// minus the counters' own read-only transaction
 	r.commits = float64(after.commits-before.commits-1) / float64(r.n)
+	r.pgCPU = float64((after.pgCPU - before.pgCPU).Microseconds()) / float64(r.n)
+	r.goCPU = float64((after.goCPU - before.goCPU).Microseconds()) / float64(r.n)
 	return r
 }
 
@@ -229,7 +279,7 @@ func BenchmarkHTTP(b *testing.B) {
 			for _, v := range vs {
 				closedLoop(b, pool, v.url, c, 500*time.Millisecond)
 			}
-			type stats struct{ rate, p50, p99, wal, commits, ratio []float64 }
+			type stats struct{ rate, p50, p99, wal, commits, pgCPU, goCPU, ratio []float64 }
 			per := make([]stats, len(vs))
 			for round := range *rounds {
 				rates := make([]float64, len(vs))
@@ -243,17 +293,20 @@ func BenchmarkHTTP(b *testing.B) {
 					s.p99 = append(s.p99, ms(percentile(r.lat, 0.99)))
 					s.wal = append(s.wal, r.walSyncs)
 					s.commits = append(s.commits, r.commits)
+					s.pgCPU = append(s.pgCPU, r.pgCPU)
+					s.goCPU = append(s.goCPU, r.goCPU)
 				}
 				for i := range vs {
 					per[i].ratio = append(per[i].ratio, rates[i]/rates[0])
 				}
 			}
 			fmt.Printf("\nc=%d, %d rounds of %v, medians (ratio: req/s over bare's, same round)\n", c, *rounds, *roundDur)
-			fmt.Printf("%-16s %9s %8s %8s %8s %10s %11s\n", "variant", "req/s", "ratio", "p50 ms", "p99 ms", "WAL sync/r", "commits/r")
+			fmt.Printf("%-16s %8s %6s %7s %7s %10s %9s %10s %10s\n", "variant", "req/s", "ratio", "p50 ms", "p99 ms",
+				"WAL sync/r", "commits/r", "PG CPU/r", "Go CPU/r")
 			for i, v := range vs {
 				s := per[i]
-				fmt.Printf("%-16s %9.0f %8.2f %8.2f %8.2f %10.2f %11.2f\n", v.name, median(s.rate), median(s.ratio),
-					median(s.p50), median(s.p99), median(s.wal), median(s.commits))
+				fmt.Printf("%-16s %8.0f %6.2f %7.2f %7.2f %10.2f %9.2f %8.0fµs %8.0fµs\n", v.name, median(s.rate), median(s.ratio),
+					median(s.p50), median(s.p99), median(s.wal), median(s.commits), median(s.pgCPU), median(s.goCPU))
 				b.ReportMetric(median(s.rate), v.name+"-req/s")
 				b.ReportMetric(median(s.p50), v.name+"-p50-ms")
 				if i > 0 {
