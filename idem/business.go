@@ -111,7 +111,7 @@ func (c *call) begin(ctx context.Context) (*step, error) {
 	if err := c.connect(ctx); err != nil {
 		return nil, err
 	}
-	f := newFlight(c.conn.Conn())
+	f := newFlight(c.conn.Conn(), c.s.wire)
 	c.queueBegin(f)
 	lock := c.lock
 	c.lock = nil
@@ -134,7 +134,7 @@ func (c *call) complete(bg context.Context, resp *Response) (*Response, bool, er
 	if body == nil {
 		body = []byte{}
 	}
-	f := newFlight(c.conn.Conn())
+	f := newFlight(c.conn.Conn(), c.s.wire)
 	var completed int32
 	done := f.query(c.completeStmt(resp.Status, headers, body), &completed)
 	commit := f.exec("commit")

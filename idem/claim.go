@@ -78,7 +78,7 @@ func (c *call) tryInFlight(ctx, qctx context.Context, st idemdb.Statement) (bool
 	if err := c.connect(ctx); err != nil {
 		return false, nil, err
 	}
-	f := newFlight(c.conn.Conn())
+	f := newFlight(c.conn.Conn(), c.s.wire)
 	claim := f.query(st)
 	f.sync()
 	c.queueBegin(f)
@@ -145,7 +145,7 @@ func (c *call) queueBegin(f *flight) {
 // rollbackAndRead ends the transaction the claim's flight began and reads the key's row,
 // in one flight. A nil row: there is none.
 func (c *call) rollbackAndRead(ctx context.Context) (*idemdb.GetKeyRow, error) {
-	f := newFlight(c.conn.Conn())
+	f := newFlight(c.conn.Conn(), c.s.wire)
 	f.exec("rollback")
 	var r idemdb.GetKeyRow
 	get := f.query(idemdb.GetKeyParams{Scope: c.scope, Key: c.key}.Statement(),

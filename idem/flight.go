@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/idem/internal/idemdb"
 )
@@ -25,7 +26,20 @@ import (
 // sees each flight as a batch.
 type flight struct {
 	conn   *pgx.Conn
+	wire   wire
 	queued []*step
+}
+
+// wire is how flights talk to the connections of a pool, read once from its config.
+type wire struct {
+	prepare bool            // pgx's cache_statement mode: prepare statements
+	tracer  pgx.BatchTracer // the connections' tracer, if it follows batches
+}
+
+func wireOf(pool *pgxpool.Pool) wire {
+	cfg := pool.Config().ConnConfig
+	tracer, _ := cfg.Tracer.(pgx.BatchTracer)
+	return wire{prepare: cfg.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement, tracer: tracer}
 }
 
 // step is one queued statement (or sync point) and, once the flight is back, its result.
@@ -47,7 +61,7 @@ type step struct {
 // group failed.
 var errSkipped = errors.New("idem: skipped after an earlier error in its flight")
 
-func newFlight(conn *pgx.Conn) *flight { return &flight{conn: conn} }
+func newFlight(conn *pgx.Conn, w wire) *flight { return &flight{conn: conn, wire: w} }
 
 // query queues st; the first row it returns, if any, is scanned into dest.
 func (f *flight) query(st idemdb.Statement, dest ...any) *step {
@@ -69,13 +83,12 @@ func (f *flight) run(ctx context.Context) error {
 	if n := len(f.queued); n == 0 || !f.queued[n-1].sync {
 		f.sync()
 	}
-	cfg := f.conn.Config()
-	tracer, _ := cfg.Tracer.(pgx.BatchTracer)
+	tracer := f.wire.tracer
 	if tracer != nil {
 		ctx = f.traceStart(ctx, tracer)
 	}
 	var err error
-	if cfg.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement {
+	if f.wire.prepare {
 		err = f.prepare(ctx)
 	}
 	if err == nil {

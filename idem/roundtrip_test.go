@@ -13,17 +13,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// wire counts what the client sends on a pool's connections, from pgproto3's message
+// wireCount counts what the client sends on a pool's connections, from pgproto3's message
 // trace: statements (Execute and Query messages) and flights (round trips: a run of
 // client messages, which the client then waits on; pipelining puts several statements,
 // even several syncs, in one flight).
-type wire struct {
+type wireCount struct {
 	mu             sync.Mutex
 	flights, stmts int
 	lastFromClient bool
 }
 
-func (w *wire) Write(line []byte) (int, error) {
+func (w *wireCount) Write(line []byte) (int, error) {
 	sender, msg, _ := bytes.Cut(line, []byte("\t"))
 	msg, _, _ = bytes.Cut(msg, []byte("\t"))
 	w.mu.Lock()
@@ -40,7 +40,7 @@ func (w *wire) Write(line []byte) (int, error) {
 }
 
 // take returns the counts since the last take and resets them.
-func (w *wire) take() (flights, stmts int) {
+func (w *wireCount) take() (flights, stmts int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	flights, stmts = w.flights, w.stmts
@@ -48,11 +48,11 @@ func (w *wire) take() (flights, stmts int) {
 	return flights, stmts
 }
 
-// tracedPool is a pool on url whose connections report to a new wire. It never pings
+// tracedPool is a pool on url whose connections report to a new wireCount. It never pings
 // connections on acquire (a ping would count).
-func tracedPool(t *testing.T, url string) (*pgxpool.Pool, *wire) {
+func tracedPool(t *testing.T, url string) (*pgxpool.Pool, *wireCount) {
 	t.Helper()
-	w := &wire{}
+	w := &wireCount{}
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func tracedPool(t *testing.T, url string) (*pgxpool.Pool, *wire) {
 	return pool, w
 }
 
-// The protocol's cost on the wire, counted per request against a plain transaction that
+// The protocol's cost on the wireCount, counted per request against a plain transaction that
 // does the same business work (BEGIN; INSERT; COMMIT): a fresh request costs the bare
 // round trips (claim, BEGIN and lock in the first flight; completion and COMMIT in the
 // last), a replay or a 409 two round trips. A change in these counts is a change in the

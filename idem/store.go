@@ -63,6 +63,7 @@ func (p *Policy) retention() time.Duration {
 type Store struct {
 	// pool runs the business transactions and, in the same flights, the claims.
 	pool *pgxpool.Pool
+	wire wire // how flights talk to pool's connections
 	// q runs the autocommitted statements outside flights (release, maintenance): on the
 	// claim pool when there is one, else on pool.
 	q *idemdb.Queries
@@ -116,6 +117,7 @@ func WithMaxRetries(n int) Option { return func(s *Store) { s.maxRetries = n } }
 func NewStore(pool *pgxpool.Pool, opts ...Option) *Store {
 	s := &Store{
 		pool:       pool,
+		wire:       wireOf(pool),
 		q:          idemdb.New(pool),
 		scope:      func(context.Context) (string, error) { return "", nil },
 		observe:    func(string, Outcome) {},
