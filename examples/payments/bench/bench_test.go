@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/examples/payments/service"
@@ -30,6 +31,7 @@ var (
 	roundDur = flag.Duration("round", 3*time.Second, "BenchmarkHTTP: length of one variant's run in a round")
 	bursts   = flag.Int("bursts", 30, "BenchmarkBurst: bursts of 50 per variant")
 	poolSize = flag.Int("pool", 16, "connections of the business pool (pgxpool MaxConns)")
+	setupSQL = flag.String("setup", "", "SQL run after the tables are created, e.g. to try another index set")
 )
 
 // server is the durable throwaway cluster, started by the first benchmark that needs it.
@@ -87,6 +89,11 @@ func database(b *testing.B) (pool, claimPool *pgxpool.Pool) {
 	pool, claimPool = open(*poolSize), open(service.ClaimPoolSize)
 	if err := service.Setup(ctx, pool); err != nil {
 		b.Fatal(err)
+	}
+	if *setupSQL != "" {
+		if _, err := pool.Exec(ctx, *setupSQL, pgx.QueryExecModeSimpleProtocol); err != nil {
+			b.Fatalf("-setup: %v", err)
+		}
 	}
 	return pool, claimPool
 }
