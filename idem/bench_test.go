@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/idem/internal/idemdb"
+	"github.com/idemgen/idemgen/internal/pgembed"
 )
 
 // BenchmarkBusinessTx measures one business transaction (insert one row, commit) with and
@@ -75,18 +76,24 @@ func runParallel(b *testing.B, par int, f func()) {
 	}
 }
 
-var claimRows = flag.String("claim.rows", "10000,100000,1000000",
-	"BenchmarkClaimLatency: table sizes (rows in idempotency_keys) to measure at, ascending, comma-separated")
+var (
+	claimRows = flag.String("claim.rows", "10000,100000,1000000",
+		"BenchmarkClaimLatency: table sizes (rows in idempotency_keys) to measure at, ascending, comma-separated")
+	claimSettings = flag.String("claim.settings", "",
+		"BenchmarkClaimLatency: server settings of its cluster, comma-separated name=value (e.g. shared_buffers=1GB)")
+)
 
 // BenchmarkClaimLatency measures the claim statement (ClaimKey, one round trip, a random
-// UUID key as clients send them) as idempotency_keys grows: it fills the table to each
-// size of -claim.rows (completed rows of 500 scopes, spread over a day, with a response),
-// vacuums it as autovacuum would, then times 3000 claims one after the other. It reports
-// p50 and mean per size and each size's p50 over the first size's. Run it alone, e.g.
+// UUID key as clients send them) as idempotency_keys grows, on a durable cluster of its
+// own (-claim.settings adds server settings): it fills the table to each size of
+// -claim.rows (completed rows of 500 scopes, spread over a day, with a response), vacuums
+// it as autovacuum would, then times 3000 claims one after the other. It reports p50 and
+// mean per size and each size's p50 over the first size's. Run it alone, e.g.
 //
-//	go test ./idem -run '^$' -bench ClaimLatency -benchtime 1x -claim.rows 10000,1000000,10000000
+//	go test ./idem -run '^$' -bench ClaimLatency -benchtime 1x -timeout 1h \
+//	  -claim.rows 10000,1000000,10000000 -claim.settings shared_buffers=1GB
 //
-// (10M rows take a few minutes to load and about 5 GB of disk.)
+// (10M rows take several minutes to load and about 5 GB of disk.)
 func BenchmarkClaimLatency(b *testing.B) {
 	var sizes []int
 	for _, s := range strings.Split(*claimRows, ",") {
@@ -96,7 +103,18 @@ func BenchmarkClaimLatency(b *testing.B) {
 		}
 		sizes = append(sizes, n)
 	}
-	e := newEnv(b)
+	settings := map[string]string{}
+	for _, kv := range strings.Split(*claimSettings, ",") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			settings[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		}
+	}
+	c, err := pgembed.Start(context.Background(), pgembed.Options{Durable: true, Settings: settings})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Stop()
+	e := newEnvOn(b, c.URL())
 	fp, _ := Fingerprint("createThing", parts("x")...)
 	var first time.Duration
 	fmt.Printf("\n%12s %9s %9s %9s %8s\n", "rows", "p50 µs", "p99 µs", "mean µs", "p50/first")
