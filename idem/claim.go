@@ -29,7 +29,7 @@ func (c *call) claim(ctx, qctx context.Context) (Outcome, *Response, error) {
 	for range claimAttempts {
 		won, row, err := c.try(ctx, qctx, stmt)
 		if err != nil {
-			return "", nil, fmt.Errorf("idem: %s: %w", how, err)
+			return "", nil, fmt.Errorf("idem: %s: %w", claimVerb[how], err)
 		}
 		if won {
 			return how, nil, nil
@@ -51,6 +51,11 @@ func (c *call) claim(ctx, qctx context.Context) (Outcome, *Response, error) {
 		}
 	}
 	return "", c.inProgress(1), nil
+}
+
+// claimVerb names each way of claiming in errors.
+var claimVerb = map[Outcome]string{
+	OutcomeClaimed: "claim", OutcomeTakenOver: "take over expired key", OutcomeReclaimed: "reclaim",
 }
 
 // try sends one claim statement (claim, takeover or reclaim) under a fresh fencing token.
