@@ -61,7 +61,8 @@
 //   - The claim's commit does not wait for its WAL flush: the statement sets
 //     synchronous_commit off for its own transaction only. It is visible to duplicates
 //     at once all the same. The business COMMIT, which does wait, flushes the WAL up to
-//     and including the claim (WAL is written in order). So a claim lost in a crash
+//     and including the claim (WAL is written in order; with synchronous replication it
+//     waits for the standbys the same way). So a claim lost in a crash or a failover
 //     belongs to a request that committed nothing, whose client got no 2xx: its retry
 //     claims afresh and executes once. A replay is only ever served from a completed row,
 //     and a completed row is written by a business transaction, which waited for its
