@@ -88,8 +88,9 @@ var (
 // own (-claim.settings adds server settings): it fills the table to each size of
 // -claim.rows (completed rows of 500 scopes, spread over a day, with a response), vacuums
 // it as autovacuum would, then times 3000 claims one after the other (after 3000 untimed
-// ones). It reports p50 and mean per size and each size's p50 over the first size's. Run
-// it alone, e.g.
+// ones). It reports per size p50, p99 and mean, p50 over the first size's, the table's
+// and its indexes' sizes, and the blocks the claims (timed and untimed) read from outside
+// shared buffers, per claim. Run it alone, e.g.
 //
 //	go test ./idem -run '^$' -bench ClaimLatency -benchtime 1x -timeout 1h \
 //	  -claim.rows 10000,1000000,10000000 -claim.settings shared_buffers=1GB
@@ -118,12 +119,20 @@ func BenchmarkClaimLatency(b *testing.B) {
 	e := newEnvOn(b, c.URL())
 	fp, _ := Fingerprint("createThing", parts("x")...)
 	var first time.Duration
-	fmt.Printf("\n%12s %9s %9s %9s %8s\n", "rows", "p50 µs", "p99 µs", "mean µs", "p50/first")
+	fmt.Printf("\n%12s %9s %9s %9s %9s %11s %11s %10s\n", "rows", "p50 µs", "p99 µs", "mean µs", "p50/first",
+		"table MB", "indexes MB", "reads/claim")
 	for _, size := range sizes {
 		start := time.Now()
 		fillKeys(b, e.pool, size)
 		b.Logf("filled to %d rows in %v", size, time.Since(start).Round(time.Second))
+		readsBefore := blocksRead(b, e.pool)
 		lat := timeClaims(b, e.pool, fp, 3000)
+		reads := float64(blocksRead(b, e.pool)-readsBefore) / float64(2*len(lat))
+		var tableMB, indexMB float64
+		if err := e.pool.QueryRow(context.Background(), `SELECT pg_relation_size('idempotency_keys') / 1e6,
+			pg_indexes_size('idempotency_keys') / 1e6`).Scan(&tableMB, &indexMB); err != nil {
+			b.Fatal(err)
+		}
 		p50, p99 := lat[len(lat)/2], lat[len(lat)*99/100]
 		var sum time.Duration
 		for _, d := range lat {
@@ -134,7 +143,8 @@ func BenchmarkClaimLatency(b *testing.B) {
 			first = p50
 		}
 		ratio := float64(p50) / float64(first)
-		fmt.Printf("%12d %9.0f %9.0f %9.0f %8.2f\n", size, us(p50), us(p99), us(mean), ratio)
+		fmt.Printf("%12d %9.0f %9.0f %9.0f %9.2f %11.0f %11.0f %10.2f\n", size, us(p50), us(p99), us(mean), ratio,
+			tableMB, indexMB, reads)
 		b.ReportMetric(us(p50), fmt.Sprintf("p50-µs@%d", size))
 		b.ReportMetric(ratio, fmt.Sprintf("p50-ratio@%d", size))
 	}
@@ -171,6 +181,19 @@ func fillKeys(b *testing.B, pool *pgxpool.Pool, size int) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// blocksRead is how many blocks of idempotency_keys and its indexes were read from
+// outside shared buffers so far (after the backends have reported their statistics).
+func blocksRead(b *testing.B, pool *pgxpool.Pool) int64 {
+	b.Helper()
+	time.Sleep(1500 * time.Millisecond)
+	var n int64
+	if err := pool.QueryRow(context.Background(), `SELECT heap_blks_read + idx_blks_read
+		FROM pg_statio_user_tables WHERE relname = 'idempotency_keys'`).Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return n
 }
 
 // timeClaims times n claims of new random keys, one after the other, sorted, after as
