@@ -81,6 +81,8 @@ var (
 		"BenchmarkClaimLatency: table sizes (rows in idempotency_keys) to measure at, ascending, comma-separated")
 	claimSettings = flag.String("claim.settings", "",
 		"BenchmarkClaimLatency: server settings of its cluster, comma-separated name=value (e.g. shared_buffers=1GB)")
+	claimSetup = flag.String("claim.setup", "",
+		"BenchmarkClaimLatency: SQL run once the table exists, e.g. to try another index set")
 )
 
 // BenchmarkClaimLatency measures the claim statement (ClaimKey, one round trip, a random
@@ -117,6 +119,11 @@ func BenchmarkClaimLatency(b *testing.B) {
 	}
 	defer c.Stop()
 	e := newEnvOn(b, c.URL())
+	if *claimSetup != "" {
+		if _, err := e.pool.Exec(context.Background(), *claimSetup, pgx.QueryExecModeSimpleProtocol); err != nil {
+			b.Fatalf("-claim.setup: %v", err)
+		}
+	}
 	fp, _ := Fingerprint("createThing", parts("x")...)
 	var first time.Duration
 	fmt.Printf("\n%12s %9s %9s %9s %9s %11s %11s %10s\n", "rows", "p50 µs", "p99 µs", "mean µs", "p50/first",
