@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +33,7 @@ var (
 	bursts   = flag.Int("bursts", 30, "BenchmarkBurst: bursts of 50 per variant")
 	poolSize = flag.Int("pool", 16, "connections of the business pool (pgxpool MaxConns)")
 	setupSQL = flag.String("setup", "", "SQL run after the tables are created, e.g. to try another index set")
+	only     = flag.String("variants", "", "run only the variants whose names match this regexp besides bare (e.g. to profile one)")
 )
 
 // server is the durable throwaway cluster, started by the first benchmark that needs it.
@@ -118,6 +120,9 @@ func serve(b *testing.B, pool, claimPool *pgxpool.Pool) []variant {
 		{"idem", service.New(pool, service.Options{Logf: logf})},
 		{"idem+claimpool", service.New(pool, service.Options{Logf: logf, ClaimPool: claimPool})},
 	} {
+		if *only != "" && v.name != "bare" && !regexp.MustCompile(*only).MatchString(v.name) {
+			continue
+		}
 		srv := httptest.NewServer(v.h)
 		b.Cleanup(srv.Close)
 		out = append(out, variant{name: v.name, url: srv.URL + "/payments"})
