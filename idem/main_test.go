@@ -20,6 +20,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // env is one test's database: a store on a fresh database with a business table.
 type env struct {
 	t     testing.TB
+	url   string
 	pool  *pgxpool.Pool
 	store *Store
 	// outcomes counts every outcome the observer saw, across the test.
@@ -29,7 +30,12 @@ type env struct {
 
 func newEnv(t testing.TB, opts ...Option) *env {
 	t.Helper()
-	url := pgtest.NewDB(t)
+	return newEnvOn(t, pgtest.NewDB(t), opts...)
+}
+
+// newEnvOn is newEnv on the database at url.
+func newEnvOn(t testing.TB, url string, opts ...Option) *env {
+	t.Helper()
 	pool := pgtest.PoolWithMax(t, url, 40)
 	ctx := context.Background()
 	if err := Migrate(ctx, pool); err != nil {
@@ -39,7 +45,7 @@ func newEnv(t testing.TB, opts ...Option) *env {
 		id bigserial PRIMARY KEY, scope text NOT NULL, key text, payload text NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, pool: pool, outcomes: map[Outcome]int{}}
+	e := &env{t: t, url: url, pool: pool, outcomes: map[Outcome]int{}}
 	obs := WithObserver(func(_ string, o Outcome) {
 		e.mu.Lock()
 		e.outcomes[o]++
@@ -61,6 +67,16 @@ func (e *env) rows(where string, args ...any) int {
 	var n int
 	if err := e.pool.QueryRow(context.Background(), "SELECT count(*) FROM business "+where, args...).Scan(&n); err != nil {
 		e.t.Fatal(err)
+	}
+	return n
+}
+
+// int runs a query that returns one integer.
+func (e *env) int(query string, args ...any) int {
+	e.t.Helper()
+	var n int
+	if err := e.pool.QueryRow(context.Background(), query, args...).Scan(&n); err != nil {
+		e.t.Fatalf("%s: %v", query, err)
 	}
 	return n
 }

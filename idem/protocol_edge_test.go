@@ -3,6 +3,8 @@ package idem
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net"
 	"net/http"
@@ -91,7 +93,7 @@ func TestLeaseLostWhileLockingUnderSerializable(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer reclaim.Rollback(ctx)
-			if _, err := reclaim.Exec(ctx, `UPDATE idempotency_keys SET lease_token = nextval('idempotency_lease_token_seq'),
+			if _, err := reclaim.Exec(ctx, `UPDATE idempotency_keys SET lease_token = lease_token + 1,
 				leased_until = now() + interval '30 seconds' WHERE key = 'k'`); err != nil {
 				t.Fatal(err)
 			}
@@ -232,7 +234,7 @@ type commitFault struct {
 }
 
 func (c *commitFault) Write(b []byte) (int, error) {
-	if m := c.mode.Load(); m != 0 && bytes.Contains(b, []byte("commit\x00")) && c.mode.CompareAndSwap(m, 0) {
+	if m := c.mode.Load(); m != 0 && executesCommit(b) && c.mode.CompareAndSwap(m, 0) {
 		if m == 2 {
 			_, _ = c.Conn.Write(b)
 		}
@@ -240,6 +242,22 @@ func (c *commitFault) Write(b []byte) (int, error) {
 		return len(b), nil
 	}
 	return c.Conn.Write(b)
+}
+
+// preparedCommit is the name of the prepared statement pgx makes of "commit" (Conn.Prepare
+// by SQL: "stmt_" and a digest), executeMsg the start of an Execute message.
+var (
+	preparedCommit = func() []byte {
+		d := sha256.Sum256([]byte("commit"))
+		return []byte("stmt_" + hex.EncodeToString(d[:24]))
+	}()
+	executeMsg = []byte("E\x00\x00\x00\x09\x00")
+)
+
+// executesCommit reports whether the client's write b runs a COMMIT: an Execute of the
+// unnamed statement "commit" or of pgx's prepared one (preparing it runs nothing).
+func executesCommit(b []byte) bool {
+	return bytes.Contains(b, executeMsg) && (bytes.Contains(b, []byte("commit\x00")) || bytes.Contains(b, preparedCommit))
 }
 
 // faultyStore replaces e.store by a store whose connections lose the link at COMMIT when
@@ -386,15 +404,14 @@ func TestQueryGuards(t *testing.T) {
 	q := e.store.q
 	fp, _ := Fingerprint("createThing", parts("x")...)
 	lease, retention := time.Minute.Microseconds(), time.Hour.Microseconds()
-	claim, err := q.ClaimKey(ctx, idemdb.ClaimKeyParams{Scope: "", Key: "k", Operation: "createThing", Fingerprint: fp, LeaseUs: lease, RetentionUs: retention})
-	if err != nil {
-		t.Fatal(err)
+	const token = 41
+	if _, err := q.ClaimKey(ctx, idemdb.ClaimKeyParams{Scope: "", Key: "k", Operation: "createThing", Fingerprint: fp, LeaseToken: token, LeaseUs: lease, RetentionUs: retention}); err != nil {
+		t.Fatalf("claim: %v", err)
 	}
-	token := claim.LeaseToken
-	if _, err := q.TakeOverExpired(ctx, idemdb.TakeOverExpiredParams{Key: "k", Operation: "createThing", Fingerprint: fp, LeaseUs: lease, RetentionUs: retention}); !errors.Is(err, pgx.ErrNoRows) {
+	if _, err := q.TakeOverExpired(ctx, idemdb.TakeOverExpiredParams{Key: "k", Operation: "createThing", Fingerprint: fp, LeaseToken: 42, LeaseUs: lease, RetentionUs: retention}); !errors.Is(err, pgx.ErrNoRows) {
 		t.Fatalf("takeover of an unexpired row: %v, want no row", err)
 	}
-	if _, err := q.ReclaimKey(ctx, idemdb.ReclaimKeyParams{Key: "k", Operation: "createThing", Fingerprint: fp, LeaseUs: lease}); !errors.Is(err, pgx.ErrNoRows) {
+	if _, err := q.ReclaimKey(ctx, idemdb.ReclaimKeyParams{Key: "k", Operation: "createThing", Fingerprint: fp, LeaseToken: 42, LeaseUs: lease}); !errors.Is(err, pgx.ErrNoRows) {
 		t.Fatalf("reclaim of a live lease: %v, want no row", err)
 	}
 	if n, err := q.ReleaseKey(ctx, idemdb.ReleaseKeyParams{Key: "k", LeaseToken: token + 1}); err != nil || n != 0 {
@@ -404,10 +421,10 @@ func TestQueryGuards(t *testing.T) {
 		t.Fatal(err)
 	}
 	other, _ := Fingerprint("createThing", parts("y")...)
-	if _, err := q.ReclaimKey(ctx, idemdb.ReclaimKeyParams{Key: "k", Operation: "createThing", Fingerprint: other, LeaseUs: lease}); !errors.Is(err, pgx.ErrNoRows) {
+	if _, err := q.ReclaimKey(ctx, idemdb.ReclaimKeyParams{Key: "k", Operation: "createThing", Fingerprint: other, LeaseToken: 42, LeaseUs: lease}); !errors.Is(err, pgx.ErrNoRows) {
 		t.Fatalf("reclaim with another payload: %v, want no row", err)
 	}
-	if _, err := q.ReclaimKey(ctx, idemdb.ReclaimKeyParams{Key: "k", Operation: "createThing", Fingerprint: fp, LeaseUs: lease}); err != nil {
+	if _, err := q.ReclaimKey(ctx, idemdb.ReclaimKeyParams{Key: "k", Operation: "createThing", Fingerprint: fp, LeaseToken: 42, LeaseUs: lease}); err != nil {
 		t.Fatalf("reclaim past the lease: %v", err)
 	}
 	if n, err := q.ReleaseKey(ctx, idemdb.ReleaseKeyParams{Key: "k", LeaseToken: token}); err != nil || n != 0 || e.keyRows() != 1 {
@@ -441,7 +458,7 @@ func TestLockFailureReleaseIsFenced(t *testing.T) {
 	}
 	defer reclaim.Rollback(ctx)
 	var token int64
-	if err := reclaim.QueryRow(ctx, `UPDATE idempotency_keys SET lease_token = nextval('idempotency_lease_token_seq'),
+	if err := reclaim.QueryRow(ctx, `UPDATE idempotency_keys SET lease_token = lease_token + 1,
 		leased_until = now() + interval '30 seconds' WHERE key = 'k' RETURNING lease_token`).Scan(&token); err != nil {
 		t.Fatal(err)
 	}

@@ -310,7 +310,7 @@ func TestFencingCompleteRollsBack(t *testing.T) {
 			return nil, err
 		}
 		// What a reclaim does to the row: a new fencing token.
-		_, err = tx.Exec(ctx, "UPDATE idempotency_keys SET lease_token = nextval('idempotency_lease_token_seq') WHERE key = 'k'")
+		_, err = tx.Exec(ctx, "UPDATE idempotency_keys SET lease_token = lease_token + 1 WHERE key = 'k'")
 		return r, err
 	}
 	r := e.do(p, "k", "x", stolen)

@@ -26,7 +26,8 @@ type PurgeResult struct {
 }
 
 // Purger deletes expired idempotency keys periodically: the loop a service runs in the
-// background (in one replica or in all: concurrent purgers skip each other's rows).
+// background (in one replica or in all: concurrent purgers delete in short batches and
+// wait at most briefly on each other's rows).
 // Create it with [NewPurger]; for a cron job instead, see `idemgen purge`.
 type Purger struct {
 	store     *Store

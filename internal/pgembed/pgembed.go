@@ -6,8 +6,8 @@
 // 127.0.0.1 (plus a unix socket inside the temporary directory), and waits
 // until it accepts connections. Authentication is "trust"; the superuser is
 // "postgres". The server is tuned for speed, not durability (fsync=off,
-// synchronous_commit=off, full_page_writes=off), so never put data you want
-// to keep in it.
+// synchronous_commit=off, full_page_writes=off) unless [Options.Durable] is
+// set, so never put data you want to keep in it.
 //
 // The server is started directly (not daemonized through pg_ctl) so that the
 // kernel kills it if the Go process dies without calling Stop
@@ -63,8 +63,14 @@ type Options struct {
 	// trailing newline needed).
 	Logf func(format string, args ...any)
 
+	// Durable runs the server with PostgreSQL's durable defaults (fsync=on,
+	// synchronous_commit=on, full_page_writes=on): every commit waits for its
+	// WAL flush, as on a production server. For benchmarks of commit cost and
+	// crash tests; the data directory is still thrown away by Stop.
+	Durable bool
+
 	// Settings are extra server settings passed as "-c name=value"; they
-	// override the defaults (e.g. {"max_connections": "50"}).
+	// override the defaults and Durable (e.g. {"max_connections": "50"}).
 	Settings map[string]string
 
 	// StartTimeout bounds how long to wait for the server to accept
@@ -84,6 +90,14 @@ var defaultSettings = map[string]string{
 	"logging_collector":          "off",
 	"log_min_messages":           "warning",
 	"dynamic_shared_memory_type": "posix",
+}
+
+// durableSettings replace the speed settings of defaultSettings when Options.Durable
+// is set.
+var durableSettings = map[string]string{
+	"fsync":              "on",
+	"synchronous_commit": "on",
+	"full_page_writes":   "on",
 }
 
 // Cluster is a running (or stopped) throwaway PostgreSQL server.
@@ -350,6 +364,11 @@ func (c *Cluster) startLocked(ctx context.Context) error {
 	settings := map[string]string{}
 	for k, v := range defaultSettings {
 		settings[k] = v
+	}
+	if c.opts.Durable {
+		for k, v := range durableSettings {
+			settings[k] = v
+		}
 	}
 	for k, v := range c.opts.Settings {
 		settings[k] = v

@@ -80,6 +80,16 @@ func TestStartStop(t *testing.T) {
 	}
 }
 
+// Durable turns on what the speed defaults turn off; Settings still win.
+func TestDurable(t *testing.T) {
+	c := start(t, pgembed.Options{Durable: true, Settings: map[string]string{"full_page_writes": "off"}})
+	for setting, want := range map[string]string{"fsync": "on", "synchronous_commit": "on", "full_page_writes": "off"} {
+		if got := query(t, c.URL(), "SHOW "+setting); got != want {
+			t.Errorf("%s = %q, want %q", setting, got, want)
+		}
+	}
+}
+
 func TestKillAndStartAgain(t *testing.T) {
 	c := start(t, pgembed.Options{})
 	query(t, c.URL(), "SELECT 1")

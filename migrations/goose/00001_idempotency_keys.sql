@@ -1,18 +1,17 @@
--- idemgen migration 00001: the idempotency_keys table, its lease-token sequence and indexes.
+-- idemgen migration 00001: the idempotency_keys table and its indexes.
 -- Released migrations are never edited: a change to the table is a new numbered file.
 -- IF NOT EXISTS lets a database where idem.Migrate already made the table adopt it.
 
 -- +goose Up
-CREATE SEQUENCE IF NOT EXISTS idempotency_lease_token_seq;
-
 CREATE TABLE IF NOT EXISTS idempotency_keys (
     scope            text        NOT NULL,
     key              text        NOT NULL,
     operation        text        NOT NULL,
     fingerprint      bytea       NOT NULL,
     status           text        NOT NULL CHECK (status IN ('processing', 'completed')),
-    -- fencing token: a new value on every claim, takeover and reclaim.
-    lease_token      bigint      NOT NULL DEFAULT nextval('idempotency_lease_token_seq'),
+    -- fencing token: a new random value from the client on every claim, takeover and
+    -- reclaim (so the claim, BEGIN and the own-row lock can travel in one flight).
+    lease_token      bigint      NOT NULL,
     leased_until     timestamptz NOT NULL,
     response_status  integer,
     -- ordered header lines: [["Content-Type","application/json"],["Location","/payments/1"]]
@@ -32,10 +31,11 @@ CREATE INDEX IF NOT EXISTS idempotency_keys_expires_at_idx
 CREATE INDEX IF NOT EXISTS idempotency_keys_processing_leased_until_idx
     ON idempotency_keys (leased_until) WHERE status = 'processing';
 
--- one payload seen under several keys (clients that mint a new key per retry)
-CREATE INDEX IF NOT EXISTS idempotency_keys_fingerprint_idx
-    ON idempotency_keys (operation, fingerprint);
+-- recent claims, for the payloads seen under several keys within a window (clients that
+-- mint a new key per retry). Appended to in time order, as expires_at is: of the indexes
+-- a claim writes, only the primary key takes a random page.
+CREATE INDEX IF NOT EXISTS idempotency_keys_created_at_idx
+    ON idempotency_keys (created_at);
 
 -- +goose Down
 DROP TABLE IF EXISTS idempotency_keys;
-DROP SEQUENCE IF EXISTS idempotency_lease_token_seq;

@@ -543,10 +543,16 @@ func (d *db) waitFor(cond string, limit time.Duration, args ...any) {
 	}
 }
 
-// inBusiness is the condition "n business transactions are open": an owner inside its
-// transaction, waiting on its simulated downstream call, is idle in transaction.
+// ownersInBusiness selects, in pg_stat_activity, the backends of owners inside their
+// business transactions, waiting on their simulated downstream call: idle in transaction
+// after inserting their payment. (A duplicate's transaction is briefly idle in
+// transaction too, after its claim flight's own-row lock found nothing.)
+const ownersInBusiness = `FROM pg_stat_activity WHERE datname = current_database()
+	AND state = 'idle in transaction' AND query LIKE '%InsertPayment%'`
+
+// inBusiness is the condition "n business transactions are open".
 func inBusiness(n int) string {
-	return fmt.Sprintf("count(*) = %d FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'", n)
+	return fmt.Sprintf("count(*) = %d %s", n, ownersInBusiness)
 }
 
 // exactlyOnce checks the database after a run: every key in keys has exactly one payment

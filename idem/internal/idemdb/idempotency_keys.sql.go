@@ -14,14 +14,14 @@ import (
 
 const claimKey = `-- name: ClaimKey :one
 
-INSERT INTO idempotency_keys (scope, key, operation, fingerprint, status, leased_until, expires_at)
-VALUES (
-    $1, $2, $3, $4, 'processing',
-    now() + $5::bigint * interval '1 microsecond',
-    now() + $6::bigint * interval '1 microsecond'
-)
+INSERT INTO idempotency_keys (scope, key, operation, fingerprint, status, lease_token, leased_until, expires_at)
+SELECT $1::text, $2::text, $3::text, $4::bytea,
+       'processing', $5::bigint,
+       now() + $6::bigint * interval '1 microsecond',
+       now() + $7::bigint * interval '1 microsecond'
+FROM (SELECT set_config('synchronous_commit', 'off', true)) AS claim_commit_without_wal_flush
 ON CONFLICT (scope, key) DO NOTHING
-RETURNING lease_token, ctid::text AS row_id
+RETURNING ctid::text AS row_id
 `
 
 type ClaimKeyParams struct {
@@ -29,46 +29,101 @@ type ClaimKeyParams struct {
 	Key         string
 	Operation   string
 	Fingerprint []byte
+	LeaseToken  int64
 	LeaseUs     int64
 	RetentionUs int64
 }
 
-type ClaimKeyRow struct {
-	LeaseToken int64
-	RowID      string
-}
-
-// Queries of the idem protocol (see ../shared DESIGN "The protocol" and idem/doc.go).
+// Queries of the idem protocol (see idem/doc.go for the flights they travel in).
 // Durations are passed as bigint microseconds; every time comes from the database clock.
-// Step 3: autocommitted insert of a processing row. No row returned: the key exists.
-// DO NOTHING (not DO UPDATE ... WHERE) so a duplicate never waits on the owner's row lock.
-func (q *Queries) ClaimKey(ctx context.Context, arg ClaimKeyParams) (ClaimKeyRow, error) {
+// Every statement on idempotency_keys names scope and key in its own outer WHERE (or
+// VALUES), and none has a volatile function in an UPDATE's SET or WHERE: the fencing
+// token comes from the client, times from now() / statement_timestamp(). So each runs on
+// one shard when the table is distributed by scope (Citus).
+// Step 3: autocommitted insert of a processing row under our fencing token. 0 rows: the
+// key exists. DO NOTHING (not DO UPDATE ... WHERE) so a duplicate never waits on the
+// owner's row lock. The claim's own commit does not wait for its WAL flush
+// (synchronous_commit is off for this one transaction): the business COMMIT, which waits,
+// flushes it; a claim lost in a crash belongs to a request that committed nothing.
+// row_id (the row's ctid) addresses the row under SERIALIZABLE (see LockOwnKeyAt).
+func (q *Queries) ClaimKey(ctx context.Context, arg ClaimKeyParams) (string, error) {
 	row := q.db.QueryRow(ctx, claimKey,
 		arg.Scope,
 		arg.Key,
 		arg.Operation,
 		arg.Fingerprint,
+		arg.LeaseToken,
 		arg.LeaseUs,
 		arg.RetentionUs,
 	)
-	var i ClaimKeyRow
-	err := row.Scan(&i.LeaseToken, &i.RowID)
-	return i, err
+	var row_id string
+	err := row.Scan(&row_id)
+	return row_id, err
 }
 
-const completeKey = `-- name: CompleteKey :execrows
-UPDATE idempotency_keys
-SET status           = 'completed',
-    response_status  = $1,
-    response_headers = $2,
-    response_body    = $3,
-    completed_at     = clock_timestamp(),
-    expires_at       = clock_timestamp() + $4::bigint * interval '1 microsecond'
-WHERE ctid = $5::text::tid
-  AND scope = $6 AND key = $7 AND lease_token = $8 AND status = 'processing'
+const completeKey = `-- name: CompleteKey :one
+WITH completed AS (
+    UPDATE idempotency_keys
+    SET status           = 'completed',
+        response_status  = $1,
+        response_headers = $2,
+        response_body    = $3,
+        completed_at     = statement_timestamp(),
+        expires_at       = statement_timestamp() + $4::bigint * interval '1 microsecond'
+    WHERE scope = $5 AND key = $6 AND lease_token = $7 AND status = 'processing'
+    RETURNING 1
+)
+SELECT (CASE WHEN count(*) = 1 THEN '1' ELSE 'idempotency key fence failed: the claim is no longer ours' END)::int AS completed
+FROM completed
 `
 
 type CompleteKeyParams struct {
+	ResponseStatus  pgtype.Int4
+	ResponseHeaders json.RawMessage
+	ResponseBody    []byte
+	RetentionUs     int64
+	Scope           string
+	Key             string
+	LeaseToken      int64
+}
+
+// Step 5, last statement before COMMIT, in the same flight: record the response, fenced by
+// our token. When the fence fails (no row updated) the statement raises (22P02, "fence
+// failed"): the error aborts the transaction, so the COMMIT queued behind it cannot commit
+// business writes under a lost claim.
+func (q *Queries) CompleteKey(ctx context.Context, arg CompleteKeyParams) (int32, error) {
+	row := q.db.QueryRow(ctx, completeKey,
+		arg.ResponseStatus,
+		arg.ResponseHeaders,
+		arg.ResponseBody,
+		arg.RetentionUs,
+		arg.Scope,
+		arg.Key,
+		arg.LeaseToken,
+	)
+	var completed int32
+	err := row.Scan(&completed)
+	return completed, err
+}
+
+const completeKeyAt = `-- name: CompleteKeyAt :one
+WITH completed AS (
+    UPDATE idempotency_keys
+    SET status           = 'completed',
+        response_status  = $1,
+        response_headers = $2,
+        response_body    = $3,
+        completed_at     = statement_timestamp(),
+        expires_at       = statement_timestamp() + $4::bigint * interval '1 microsecond'
+    WHERE ctid = $5::text::tid
+      AND scope = $6 AND key = $7 AND lease_token = $8 AND status = 'processing'
+    RETURNING 1
+)
+SELECT (CASE WHEN count(*) = 1 THEN '1' ELSE 'idempotency key fence failed: the claim is no longer ours' END)::int AS completed
+FROM completed
+`
+
+type CompleteKeyAtParams struct {
 	ResponseStatus  pgtype.Int4
 	ResponseHeaders json.RawMessage
 	ResponseBody    []byte
@@ -79,10 +134,10 @@ type CompleteKeyParams struct {
 	LeaseToken      int64
 }
 
-// Step 5, fenced by the lease token: must touch exactly one row. By ctid, as LockOwnKey
-// (the row lock does not change it).
-func (q *Queries) CompleteKey(ctx context.Context, arg CompleteKeyParams) (int64, error) {
-	result, err := q.db.Exec(ctx, completeKey,
+// CompleteKey for SERIALIZABLE business transactions, by ctid as LockOwnKeyAt (the row
+// lock does not move the row).
+func (q *Queries) CompleteKeyAt(ctx context.Context, arg CompleteKeyAtParams) (int32, error) {
+	row := q.db.QueryRow(ctx, completeKeyAt,
 		arg.ResponseStatus,
 		arg.ResponseHeaders,
 		arg.ResponseBody,
@@ -92,10 +147,9 @@ func (q *Queries) CompleteKey(ctx context.Context, arg CompleteKeyParams) (int64
 		arg.Key,
 		arg.LeaseToken,
 	)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+	var completed int32
+	err := row.Scan(&completed)
+	return completed, err
 }
 
 const countStaleProcessing = `-- name: CountStaleProcessing :one
@@ -218,26 +272,48 @@ func (q *Queries) GetKey(ctx context.Context, arg GetKeyParams) (GetKeyRow, erro
 const lockOwnKey = `-- name: LockOwnKey :one
 SELECT lease_token
 FROM idempotency_keys
+WHERE scope = $1 AND key = $2 AND lease_token = $3 AND status = 'processing'
+FOR UPDATE
+`
+
+type LockOwnKeyParams struct {
+	Scope      string
+	Key        string
+	LeaseToken int64
+}
+
+// Step 5, first statement of the business transaction: lock our own claim, fenced by our
+// token. No row: another request's token is on the row (our claim was reclaimed or the
+// key was never ours).
+func (q *Queries) LockOwnKey(ctx context.Context, arg LockOwnKeyParams) (int64, error) {
+	row := q.db.QueryRow(ctx, lockOwnKey, arg.Scope, arg.Key, arg.LeaseToken)
+	var lease_token int64
+	err := row.Scan(&lease_token)
+	return lease_token, err
+}
+
+const lockOwnKeyAt = `-- name: LockOwnKeyAt :one
+SELECT lease_token
+FROM idempotency_keys
 WHERE ctid = $1::text::tid
   AND scope = $2 AND key = $3 AND lease_token = $4 AND status = 'processing'
 FOR UPDATE
 `
 
-type LockOwnKeyParams struct {
+type LockOwnKeyAtParams struct {
 	RowID      string
 	Scope      string
 	Key        string
 	LeaseToken int64
 }
 
-// Step 5, first statement of the business transaction: lock our own claim.
-// No row: the claim was reclaimed by another request (lease lost).
-// The row is addressed by the ctid the claim returned (a reclaim or takeover writes a
-// new row version, so a changed ctid is a lost claim too): a TID scan takes no
-// predicate lock on index pages, so under SERIALIZABLE the key rows of concurrent
-// requests do not conflict with each other. The token remains the fence.
-func (q *Queries) LockOwnKey(ctx context.Context, arg LockOwnKeyParams) (int64, error) {
-	row := q.db.QueryRow(ctx, lockOwnKey,
+// LockOwnKey for SERIALIZABLE business transactions: the row is found by the ctid the
+// claim returned (a TID scan), not through the primary key. An index scan would take a
+// predicate lock on the index page, and the completion's new index entries on that page
+// would make concurrent requests on other keys fail each other with 40001. Any later
+// write to the row (a reclaim, a takeover) moves it: the ctid fences too, with the token.
+func (q *Queries) LockOwnKeyAt(ctx context.Context, arg LockOwnKeyAtParams) (int64, error) {
+	row := q.db.QueryRow(ctx, lockOwnKeyAt,
 		arg.RowID,
 		arg.Scope,
 		arg.Key,
@@ -255,12 +331,15 @@ WHERE (k.scope, k.key) IN (
     WHERE p.expires_at <= now()
       AND (p.status = 'completed' OR p.leased_until <= now())
     LIMIT $1::int
-    FOR UPDATE SKIP LOCKED
 )
+  AND k.expires_at <= now()
+  AND (k.status = 'completed' OR k.leased_until <= now())
 `
 
-// Deletes at most batch_size rows past retention (completed, or processing past
-// their lease). Call in a loop until it returns 0.
+// Deletes at most batch_size rows past retention (completed, or processing past their
+// lease). Call in a loop until it returns 0. No row locks are taken up front (no FOR
+// UPDATE across tenants): the outer WHERE re-checks each row, so a row taken over or
+// completed meanwhile is kept.
 func (q *Queries) PurgeExpired(ctx context.Context, batchSize int32) (int64, error) {
 	result, err := q.db.Exec(ctx, purgeExpired, batchSize)
 	if err != nil {
@@ -271,19 +350,21 @@ func (q *Queries) PurgeExpired(ctx context.Context, batchSize int32) (int64, err
 
 const reclaimKey = `-- name: ReclaimKey :one
 UPDATE idempotency_keys AS k
-SET lease_token  = nextval('idempotency_lease_token_seq'),
-    leased_until = now() + $1::bigint * interval '1 microsecond'
-WHERE (k.scope, k.key) IN (
+SET lease_token  = $1,
+    leased_until = now() + $2::bigint * interval '1 microsecond'
+WHERE k.scope = $3 AND k.key = $4
+  AND (k.scope, k.key) IN (
     SELECT r.scope, r.key FROM idempotency_keys AS r
-    WHERE r.scope = $2 AND r.key = $3
-      AND r.operation = $4 AND r.fingerprint = $5
+    WHERE r.scope = $3 AND r.key = $4
+      AND r.operation = $5 AND r.fingerprint = $6
       AND r.status = 'processing' AND r.leased_until <= now()
     FOR UPDATE SKIP LOCKED
 )
-RETURNING k.lease_token, k.ctid::text AS row_id
+RETURNING k.ctid::text AS row_id
 `
 
 type ReclaimKeyParams struct {
+	LeaseToken  int64
 	LeaseUs     int64
 	Scope       string
 	Key         string
@@ -291,24 +372,21 @@ type ReclaimKeyParams struct {
 	Fingerprint []byte
 }
 
-type ReclaimKeyRow struct {
-	LeaseToken int64
-	RowID      string
-}
-
-// Step 4, processing row past its lease: a new fencing token. The row lock held by a
-// live owner's business transaction makes SKIP LOCKED pass it over; zero rows = we lost.
-func (q *Queries) ReclaimKey(ctx context.Context, arg ReclaimKeyParams) (ReclaimKeyRow, error) {
+// Step 4, processing row past its lease: our fencing token replaces the old one. The row
+// lock held by a live owner's business transaction makes SKIP LOCKED pass it over; no row
+// = we lost.
+func (q *Queries) ReclaimKey(ctx context.Context, arg ReclaimKeyParams) (string, error) {
 	row := q.db.QueryRow(ctx, reclaimKey,
+		arg.LeaseToken,
 		arg.LeaseUs,
 		arg.Scope,
 		arg.Key,
 		arg.Operation,
 		arg.Fingerprint,
 	)
-	var i ReclaimKeyRow
-	err := row.Scan(&i.LeaseToken, &i.RowID)
-	return i, err
+	var row_id string
+	err := row.Scan(&row_id)
+	return row_id, err
 }
 
 const releaseKey = `-- name: ReleaseKey :execrows
@@ -336,49 +414,48 @@ UPDATE idempotency_keys AS k
 SET operation        = $1,
     fingerprint      = $2,
     status           = 'processing',
-    lease_token      = nextval('idempotency_lease_token_seq'),
-    leased_until     = now() + $3::bigint * interval '1 microsecond',
+    lease_token      = $3,
+    leased_until     = now() + $4::bigint * interval '1 microsecond',
     response_status  = NULL,
     response_headers = NULL,
     response_body    = NULL,
     created_at       = now(),
     completed_at     = NULL,
-    expires_at       = now() + $4::bigint * interval '1 microsecond'
-WHERE (k.scope, k.key) IN (
+    expires_at       = now() + $5::bigint * interval '1 microsecond'
+WHERE k.scope = $6 AND k.key = $7
+  AND (k.scope, k.key) IN (
     SELECT e.scope, e.key FROM idempotency_keys AS e
-    WHERE e.scope = $5 AND e.key = $6 AND e.expires_at <= now()
+    WHERE e.scope = $6 AND e.key = $7 AND e.expires_at <= now()
       AND (e.status = 'completed' OR e.leased_until <= now())
     FOR UPDATE SKIP LOCKED
 )
-RETURNING k.lease_token, k.ctid::text AS row_id
+RETURNING k.ctid::text AS row_id
 `
 
 type TakeOverExpiredParams struct {
 	Operation   string
 	Fingerprint []byte
+	LeaseToken  int64
 	LeaseUs     int64
 	RetentionUs int64
 	Scope       string
 	Key         string
 }
 
-type TakeOverExpiredRow struct {
-	LeaseToken int64
-	RowID      string
-}
-
-// Step 4, expired row (past retention): becomes a fresh claim for this request.
-// SKIP LOCKED: a row some transaction holds is not ours to take.
-func (q *Queries) TakeOverExpired(ctx context.Context, arg TakeOverExpiredParams) (TakeOverExpiredRow, error) {
+// Step 4, expired row (past retention): becomes a fresh claim for this request, under our
+// fencing token. SKIP LOCKED: a row some transaction holds is not ours to take. No row:
+// someone else took it or holds it.
+func (q *Queries) TakeOverExpired(ctx context.Context, arg TakeOverExpiredParams) (string, error) {
 	row := q.db.QueryRow(ctx, takeOverExpired,
 		arg.Operation,
 		arg.Fingerprint,
+		arg.LeaseToken,
 		arg.LeaseUs,
 		arg.RetentionUs,
 		arg.Scope,
 		arg.Key,
 	)
-	var i TakeOverExpiredRow
-	err := row.Scan(&i.LeaseToken, &i.RowID)
-	return i, err
+	var row_id string
+	err := row.Scan(&row_id)
+	return row_id, err
 }

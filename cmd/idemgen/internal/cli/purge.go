@@ -21,7 +21,8 @@ const purgeHelp = `usage: idemgen purge [-database-url URL] [-batch N] [-timeout
 Deletes expired idempotency keys: completed keys past their retention, and claims past
 both their retention and their lease. It deletes -batch rows per statement until none
 is left, then prints how many rows it deleted. Concurrent purges (several cron jobs, or
-idem.Purger in the services) skip each other's rows. Meant for a cron job, e.g. hourly:
+idem.Purger in the services) may run at once: each deletes in short batches. Meant
+for a cron job, e.g. hourly:
 
   0 * * * *  DATABASE_URL=postgres://... idemgen purge -batch 5000
 

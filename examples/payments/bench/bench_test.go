@@ -1,0 +1,407 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/examples/payments/service"
+	"github.com/idemgen/idemgen/internal/pgembed"
+)
+
+var (
+	rounds   = flag.Int("rounds", 5, "BenchmarkHTTP: interleaved rounds per concurrency")
+	roundDur = flag.Duration("round", 3*time.Second, "BenchmarkHTTP: length of one variant's run in a round")
+	bursts   = flag.Int("bursts", 30, "BenchmarkBurst: bursts of 50 per variant")
+	poolSize = flag.Int("pool", 16, "connections of the business pool (pgxpool MaxConns)")
+	setupSQL = flag.String("setup", "", "SQL run after the tables are created, e.g. to try another index set")
+	only     = flag.String("variants", "", "run only the variants whose names match this regexp besides bare (e.g. to profile one)")
+)
+
+// server is the durable throwaway cluster, started by the first benchmark that needs it.
+var server struct {
+	once sync.Once
+	c    *pgembed.Cluster
+	err  error
+	seq  atomic.Int64
+}
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if server.c != nil {
+		if err := server.c.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+		}
+	}
+	os.Exit(code)
+}
+
+// database returns a pool (MaxConns -pool) and a claim pool (service.ClaimPoolSize) on a
+// new database of the durable cluster, with the service's tables.
+func database(b *testing.B) (pool, claimPool *pgxpool.Pool) {
+	b.Helper()
+	server.once.Do(func() {
+		server.c, server.err = pgembed.Start(context.Background(), pgembed.Options{Durable: true})
+	})
+	if server.err != nil {
+		b.Fatal(server.err)
+	}
+	ctx := context.Background()
+	name := fmt.Sprintf("bench_%d", server.seq.Add(1))
+	admin, err := pgxpool.New(ctx, server.c.URL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		b.Fatal(err)
+	}
+	open := func(max int) *pgxpool.Pool {
+		cfg, err := pgxpool.ParseConfig(server.c.DatabaseURL(name))
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg.MaxConns, cfg.MinConns = int32(max), int32(max)
+		p, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(p.Close)
+		return p
+	}
+	pool, claimPool = open(*poolSize), open(service.ClaimPoolSize)
+	if err := service.Setup(ctx, pool); err != nil {
+		b.Fatal(err)
+	}
+	if *setupSQL != "" {
+		if _, err := pool.Exec(ctx, *setupSQL, pgx.QueryExecModeSimpleProtocol); err != nil {
+			b.Fatalf("-setup: %v", err)
+		}
+	}
+	return pool, claimPool
+}
+
+// variant is one HTTP server under test.
+type variant struct {
+	name string
+	url  string
+}
+
+// serve starts the variants on loopback: the bare handler, the generated service, and the
+// generated service with a claim pool.
+func serve(b *testing.B, pool, claimPool *pgxpool.Pool) []variant {
+	b.Helper()
+	logf := func(format string, args ...any) { b.Errorf(format, args...) }
+	var out []variant
+	for _, v := range []struct {
+		name string
+		h    http.Handler
+	}{
+		{"bare", bareHandler(pool)},
+		{"idem", service.New(pool, service.Options{Logf: logf})},
+		{"idem+claimpool", service.New(pool, service.Options{Logf: logf, ClaimPool: claimPool})},
+	} {
+		if *only != "" && v.name != "bare" && !regexp.MustCompile(*only).MatchString(v.name) {
+			continue
+		}
+		srv := httptest.NewServer(v.h)
+		b.Cleanup(srv.Close)
+		out = append(out, variant{name: v.name, url: srv.URL + "/payments"})
+	}
+	return out
+}
+
+var client = &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 128}}
+
+var body = []byte(`{"amount":1234,"currency":"EUR","description":"bench"}`)
+
+// post sends one POST /payments with key and returns its status and latency.
+func post(url, key string) (int, time.Duration, error) {
+	req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(service.AccountHeader, "acct-bench")
+	req.Header.Set("Idempotency-Key", key)
+	start := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, time.Since(start), err
+}
+
+var keySeq atomic.Int64
+
+func newKey() string { return fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), keySeq.Add(1)) }
+
+// counters are statistics read before and after a run: the server's WAL syncs and
+// commits, and the CPU time of PostgreSQL's processes and of this one (HTTP clients and
+// servers).
+type counters struct {
+	walSyncs, commits int64
+	pgCPU, goCPU      time.Duration
+}
+
+// readCounters waits for the backends to flush their statistics (at most once a second
+// when idle) and reads the counters.
+func readCounters(b *testing.B, pool *pgxpool.Pool) counters {
+	b.Helper()
+	time.Sleep(1500 * time.Millisecond)
+	var c counters
+	err := pool.QueryRow(context.Background(), `SELECT (SELECT wal_sync FROM pg_stat_wal),
+		(SELECT xact_commit FROM pg_stat_database WHERE datname = current_database())`).Scan(&c.walSyncs, &c.commits)
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.pgCPU = postgresCPU(b)
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	c.goCPU = time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return c
+}
+
+// postgresCPU sums the user and system time of the cluster's postmaster and its
+// children, from /proc (clock ticks of 10 ms).
+func postgresCPU(b *testing.B) time.Duration {
+	b.Helper()
+	pidFile, err := os.ReadFile(filepath.Join(server.c.DataDir(), "postmaster.pid"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(pidFile), "\n")
+	postmaster := strings.TrimSpace(first)
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var ticks int64
+	for _, path := range stats {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		_, rest, _ := strings.Cut(string(data), ") ")
+		f := strings.Fields(rest) // f[0] is field 3 (state); ppid is field 4, utime 14, stime 15
+		if len(f) < 13 {
+			continue
+		}
+		pid := strings.TrimSuffix(filepath.Base(filepath.Dir(path)), "/")
+		if pid != postmaster && f[1] != postmaster {
+			continue
+		}
+		utime, _ := strconv.ParseInt(f[11], 10, 64)
+		stime, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks += utime + stime
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
+}
+
+// run is one variant's closed-loop run.
+type run struct {
+	n                 int
+	elapsed           time.Duration
+	lat               []time.Duration
+	walSyncs, commits float64 // per request
+	pgCPU, goCPU      float64 // µs per request
+}
+
+func (r run) rate() float64 { return float64(r.n) / r.elapsed.Seconds() }
+
+// closedLoop runs c clients for d against url, each with a fresh key per request.
+func closedLoop(b *testing.B, pool *pgxpool.Pool, url string, c int, d time.Duration) run {
+	b.Helper()
+	before := readCounters(b, pool)
+	lats := make([][]time.Duration, c)
+	var failed atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range c {
+		wg.Go(func() {
+			for time.Since(start) < d {
+				status, lat, err := post(url, newKey())
+				if err != nil || status != http.StatusCreated {
+					if failed.Add(1) == 1 {
+						b.Errorf("%s: status %d, %v", url, status, err)
+					}
+					continue
+				}
+				lats[i] = append(lats[i], lat)
+			}
+		})
+	}
+	wg.Wait()
+	r := run{elapsed: time.Since(start), lat: slices.Concat(lats...)}
+	r.n = len(r.lat)
+	after := readCounters(b, pool)
+	r.walSyncs = float64(after.walSyncs-before.walSyncs) / float64(r.n)
+	// minus the counters' own read-only transaction
+	r.commits = float64(after.commits-before.commits-1) / float64(r.n)
+	r.pgCPU = float64((after.pgCPU - before.pgCPU).Microseconds()) / float64(r.n)
+	r.goCPU = float64((after.goCPU - before.goCPU).Microseconds()) / float64(r.n)
+	return r
+}
+
+func percentile(lat []time.Duration, p float64) time.Duration {
+	if len(lat) == 0 {
+		return 0
+	}
+	s := slices.Clone(lat)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(p*float64(len(s))))]
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// BenchmarkHTTP compares the generated handler with the bare one, closed-loop at c=1 and
+// c=16, in interleaved rounds (the order rotates every round).
+func BenchmarkHTTP(b *testing.B) {
+	pool, claimPool := database(b)
+	vs := serve(b, pool, claimPool)
+	for _, c := range []int{1, 16} {
+		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
+			// Warm up every variant: connections, statement caches, the table.
+			for _, v := range vs {
+				closedLoop(b, pool, v.url, c, 500*time.Millisecond)
+			}
+			type stats struct{ rate, p50, p99, wal, commits, pgCPU, goCPU, ratio []float64 }
+			per := make([]stats, len(vs))
+			for round := range *rounds {
+				rates := make([]float64, len(vs))
+				for j := range vs {
+					i := (round + j) % len(vs)
+					r := closedLoop(b, pool, vs[i].url, c, *roundDur)
+					rates[i] = r.rate()
+					s := &per[i]
+					s.rate = append(s.rate, r.rate())
+					s.p50 = append(s.p50, ms(percentile(r.lat, 0.50)))
+					s.p99 = append(s.p99, ms(percentile(r.lat, 0.99)))
+					s.wal = append(s.wal, r.walSyncs)
+					s.commits = append(s.commits, r.commits)
+					s.pgCPU = append(s.pgCPU, r.pgCPU)
+					s.goCPU = append(s.goCPU, r.goCPU)
+				}
+				for i := range vs {
+					per[i].ratio = append(per[i].ratio, rates[i]/rates[0])
+				}
+			}
+			fmt.Printf("\nc=%d, %d rounds of %v, medians (ratio: req/s over bare's, same round)\n", c, *rounds, *roundDur)
+			fmt.Printf("%-16s %8s %6s %7s %7s %10s %9s %10s %10s\n", "variant", "req/s", "ratio", "p50 ms", "p99 ms",
+				"WAL sync/r", "commits/r", "PG CPU/r", "Go CPU/r")
+			for i, v := range vs {
+				s := per[i]
+				fmt.Printf("%-16s %8.0f %6.2f %7.2f %7.2f %10.2f %9.2f %8.0fµs %8.0fµs\n", v.name, median(s.rate), median(s.ratio),
+					median(s.p50), median(s.p99), median(s.wal), median(s.commits), median(s.pgCPU), median(s.goCPU))
+				b.ReportMetric(median(s.rate), v.name+"-req/s")
+				b.ReportMetric(median(s.p50), v.name+"-p50-ms")
+				if i > 0 {
+					b.ReportMetric(median(s.ratio), v.name+"/bare")
+					b.ReportMetric(median(s.p50)/median(per[0].p50), v.name+"/bare-p50")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkBurst releases 50 requests together, over and over: 50 duplicates of one key
+// (one execution, 49 answered 409 or replayed) against 50 distinct keys (50 executions),
+// through the generated handler with and without a claim pool (and the bare handler's 50
+// distinct requests for reference). Latencies of all bursts are pooled per variant.
+func BenchmarkBurst(b *testing.B) {
+	const n = 50
+	pool, claimPool := database(b)
+	vs := serve(b, pool, claimPool)
+	type kind struct {
+		name string
+		url  string
+		dup  bool
+	}
+	var kinds []kind
+	for _, v := range vs {
+		kinds = append(kinds, kind{v.name + "/distinct", v.url, false})
+		if v.name != "bare" {
+			kinds = append(kinds, kind{v.name + "/duplicates", v.url, true})
+		}
+	}
+	lats := make([][]time.Duration, len(kinds))
+	statuses := make([]map[int]int, len(kinds))
+	for i := range statuses {
+		statuses[i] = map[int]int{}
+	}
+	for round := -2; round < *bursts; round++ { // two rounds of warm-up
+		for j := range kinds {
+			i := (max(round, 0) + j) % len(kinds)
+			k := kinds[i]
+			keys := make([]string, n)
+			same := newKey()
+			for x := range keys {
+				keys[x] = same
+				if !k.dup {
+					keys[x] = newKey()
+				}
+			}
+			got := make([]time.Duration, n)
+			codes := make([]int, n)
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			for x := range n {
+				wg.Go(func() {
+					<-start
+					var err error
+					codes[x], got[x], err = post(k.url, keys[x])
+					if err != nil {
+						b.Error(err)
+					}
+				})
+			}
+			close(start)
+			wg.Wait()
+			if round < 0 {
+				continue
+			}
+			lats[i] = append(lats[i], got...)
+			for _, c := range codes {
+				statuses[i][c]++
+			}
+		}
+	}
+	fmt.Printf("\n%d bursts of %d requests released together, all latencies pooled\n", *bursts, n)
+	fmt.Printf("%-28s %8s %8s %8s  %s\n", "variant", "p50 ms", "p99 ms", "max ms", "answers")
+	for i, k := range kinds {
+		p50, p99, mx := percentile(lats[i], 0.5), percentile(lats[i], 0.99), percentile(lats[i], 1)
+		fmt.Printf("%-28s %8.2f %8.2f %8.2f  %v\n", k.name, ms(p50), ms(p99), ms(mx), statuses[i])
+		b.ReportMetric(ms(p99), strings.ReplaceAll(k.name, "/", "-")+"-p99-ms")
+		for code := range statuses[i] {
+			if code != http.StatusCreated && code != http.StatusConflict {
+				b.Errorf("%s: %d answers with status %d", k.name, statuses[i][code], code)
+			}
+		}
+	}
+}

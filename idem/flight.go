@@ -1,0 +1,250 @@
+package idem
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/idem/internal/idemdb"
+)
+
+// A flight is several statements written to the server at once and their results read
+// back: one round trip (pgconn's pipeline mode, extended protocol). Sync points split it
+// into implicit transactions: a statement queued before a sync commits (or fails) on its
+// own, whatever follows. After an error the server skips the rest of that statement's
+// group up to the next sync; those statements report errSkipped.
+//
+// In pgx's default query exec mode (cache_statement) statements are prepared once per
+// connection (pgx's Conn.Prepare, by their SQL) and sent bound to their prepared
+// statement. In every other mode (exec, simple_protocol: behind PgBouncer's transaction
+// pooling) they go as unnamed statements with text parameters, as pgx's exec mode sends
+// them. A connection tracer that implements pgx.BatchTracer (OpenTelemetry's, for one)
+// sees each flight as a batch.
+type flight struct {
+	conn   *pgx.Conn
+	wire   wire
+	queued []*step
+}
+
+// wire is how flights talk to the connections of a pool, read once from its config.
+type wire struct {
+	prepare bool            // pgx's cache_statement mode: prepare statements
+	tracer  pgx.BatchTracer // the connections' tracer, if it follows batches
+}
+
+func wireOf(pool *pgxpool.Pool) wire {
+	cfg := pool.Config().ConnConfig
+	tracer, _ := cfg.Tracer.(pgx.BatchTracer)
+	return wire{prepare: cfg.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement, tracer: tracer}
+}
+
+// step is one queued statement (or sync point) and, once the flight is back, its result.
+type step struct {
+	sync bool
+	sql  string
+	args []any
+	dest []any                        // scan targets of the first row, if any
+	sd   *pgconn.StatementDescription // the prepared statement, if prepared
+
+	tag   pgconn.CommandTag
+	rows  int64 // rows affected (or returned)
+	found bool  // a row was returned (and scanned into dest)
+	err   error
+	done  bool // the server answered (or skipped) it
+}
+
+// errSkipped is the error of a statement the server skipped: an earlier statement of its
+// group failed.
+var errSkipped = errors.New("idem: skipped after an earlier error in its flight")
+
+func newFlight(conn *pgx.Conn, w wire) *flight { return &flight{conn: conn, wire: w} }
+
+// query queues st; the first row it returns, if any, is scanned into dest.
+func (f *flight) query(st idemdb.Statement, dest ...any) *step {
+	s := &step{sql: st.SQL, args: st.Args, dest: dest}
+	f.queued = append(f.queued, s)
+	return s
+}
+
+// exec queues a statement without parameters (BEGIN, COMMIT, ROLLBACK).
+func (f *flight) exec(sql string) *step { return f.query(idemdb.Statement{SQL: sql}) }
+
+// sync queues a sync point: the end of an implicit transaction (or of an error's reach).
+func (f *flight) sync() { f.queued = append(f.queued, &step{sync: true}) }
+
+// run sends the flight and reads every result. The error is a transport or protocol
+// failure (the connection is then closed); it is also the error of every step the server
+// did not answer. Statement errors are in their steps.
+func (f *flight) run(ctx context.Context) error {
+	if n := len(f.queued); n == 0 || !f.queued[n-1].sync {
+		f.sync()
+	}
+	tracer := f.wire.tracer
+	if tracer != nil {
+		ctx = f.traceStart(ctx, tracer)
+	}
+	var err error
+	if f.wire.prepare {
+		err = f.prepare(ctx)
+	}
+	if err == nil {
+		err = f.send(ctx)
+	}
+	if tracer != nil {
+		f.traceEnd(ctx, tracer, err)
+	}
+	return err
+}
+
+// prepare prepares the flight's statements on the connection (a no-op for those it has
+// prepared before). On failure nothing of the flight was sent; every step gets the error.
+func (f *flight) prepare(ctx context.Context) error {
+	for _, s := range f.queued {
+		if s.sync {
+			continue
+		}
+		sd, err := f.conn.Prepare(ctx, s.sql, s.sql)
+		if err != nil {
+			for _, s := range f.queued {
+				s.err = err
+			}
+			return err
+		}
+		s.sd = sd
+	}
+	return nil
+}
+
+// send writes the flight and reads its answers.
+func (f *flight) send(ctx context.Context) error {
+	pl := f.conn.PgConn().StartPipeline(ctx)
+	var eqb pgx.ExtendedQueryBuilder
+	for _, s := range f.queued {
+		if s.sync {
+			pl.SendPipelineSync()
+			continue
+		}
+		if err := eqb.Build(f.conn.TypeMap(), s.sd, s.args); err != nil {
+			pl.Close()
+			return fmt.Errorf("idem: encode arguments: %w", err)
+		}
+		if s.sd != nil {
+			pl.SendQueryStatement(s.sd, eqb.ParamValues, eqb.ParamFormats, eqb.ResultFormats)
+		} else {
+			pl.SendQueryParams(s.sql, eqb.ParamValues, nil, eqb.ParamFormats, eqb.ResultFormats)
+		}
+	}
+	if err := pl.Flush(); err != nil {
+		pl.Close()
+		for _, s := range f.queued {
+			s.err = err
+		}
+		return err
+	}
+	err := f.read(pl)
+	if cerr := pl.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		for _, s := range f.queued {
+			if !s.done {
+				s.err = err
+			}
+		}
+	}
+	return err
+}
+
+// read fills in the steps' results in order. An error in place of a sync's answer (the
+// implicit transaction failed to commit, e.g. a deferred constraint) becomes the error of
+// every statement of that group.
+func (f *flight) read(pl *pgconn.Pipeline) error {
+	group := 0      // index of the current group's first step
+	failed := false // an earlier statement of the current group failed
+	for i, s := range f.queued {
+		if !s.sync && failed {
+			s.err, s.done = errSkipped, true
+			continue
+		}
+		res, err := pl.GetResults()
+		var pgErr *pgconn.PgError
+		if s.sync && errors.As(err, &pgErr) {
+			for _, g := range f.queued[group:i] {
+				if g.err == nil {
+					g.err = err
+				}
+			}
+			res, err = pl.GetResults() // the sync's own answer follows
+		}
+		if err == nil || errors.As(err, &pgErr) {
+			s.done = true
+		}
+		switch {
+		case errors.As(err, &pgErr) && !s.sync:
+			s.err, failed = err, true
+		case err != nil:
+			return err
+		case s.sync:
+			if _, ok := res.(*pgconn.PipelineSync); !ok {
+				return fmt.Errorf("idem: flight out of step: got %T at a sync point", res)
+			}
+			group, failed = i+1, false
+		default:
+			rr, ok := res.(*pgconn.ResultReader)
+			if !ok {
+				return fmt.Errorf("idem: flight out of step: got %T for a statement", res)
+			}
+			s.scan(f.conn, rr)
+			if s.err != nil {
+				if !errors.As(s.err, &pgErr) {
+					return s.err
+				}
+				failed = true
+			}
+		}
+	}
+	return nil
+}
+
+// scan reads a statement's result: its first row into dest, its row count.
+func (s *step) scan(conn *pgx.Conn, rr *pgconn.ResultReader) {
+	rows := pgx.RowsFromResultReader(conn.TypeMap(), rr)
+	for rows.Next() {
+		if !s.found && len(s.dest) > 0 {
+			s.err = rows.Scan(s.dest...)
+		}
+		s.found = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		s.err = err
+	}
+	s.tag = rows.CommandTag()
+	s.rows = s.tag.RowsAffected()
+}
+
+// traceStart reports the flight's statements to tracer as a batch.
+func (f *flight) traceStart(ctx context.Context, tracer pgx.BatchTracer) context.Context {
+	b := &pgx.Batch{}
+	for _, s := range f.queued {
+		if !s.sync {
+			b.Queue(s.sql, s.args...)
+		}
+	}
+	return tracer.TraceBatchStart(ctx, f.conn, pgx.TraceBatchStartData{Batch: b})
+}
+
+// traceEnd reports each statement's outcome, then the flight's.
+func (f *flight) traceEnd(ctx context.Context, tracer pgx.BatchTracer, err error) {
+	for _, s := range f.queued {
+		if !s.sync {
+			tracer.TraceBatchQuery(ctx, f.conn, pgx.TraceBatchQueryData{
+				SQL: s.sql, Args: s.args, CommandTag: s.tag, Err: s.err})
+		}
+	}
+	tracer.TraceBatchEnd(ctx, f.conn, pgx.TraceBatchEndData{Err: err})
+}

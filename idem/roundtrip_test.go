@@ -1,0 +1,201 @@
+package idem
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// wireCount counts what the client sends on a pool's connections, from pgproto3's message
+// trace: statements (Execute and Query messages) and flights (round trips: a run of
+// client messages, which the client then waits on; pipelining puts several statements,
+// even several syncs, in one flight).
+type wireCount struct {
+	mu             sync.Mutex
+	flights, stmts int
+	lastFromClient bool
+}
+
+func (w *wireCount) Write(line []byte) (int, error) {
+	sender, msg, _ := bytes.Cut(line, []byte("\t"))
+	msg, _, _ = bytes.Cut(msg, []byte("\t"))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	fromClient := string(sender) == "F"
+	if fromClient && !w.lastFromClient {
+		w.flights++
+	}
+	w.lastFromClient = fromClient
+	if fromClient && (string(msg) == "Execute" || string(msg) == "Query") {
+		w.stmts++
+	}
+	return len(line), nil
+}
+
+// take returns the counts since the last take and resets them.
+func (w *wireCount) take() (flights, stmts int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	flights, stmts = w.flights, w.stmts
+	w.flights, w.stmts = 0, 0
+	return flights, stmts
+}
+
+// tracedPool is a pool on url whose connections report to a new wireCount. It never pings
+// connections on acquire (a ping would count).
+func tracedPool(t *testing.T, url string) (*pgxpool.Pool, *wireCount) {
+	t.Helper()
+	w := &wireCount{}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 2
+	cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return false }
+	cfg.AfterConnect = func(_ context.Context, c *pgx.Conn) error {
+		c.PgConn().Frontend().Trace(w, pgproto3.TracerOptions{SuppressTimestamps: true})
+		return nil
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool, w
+}
+
+// The protocol's cost on the wireCount, counted per request against a plain transaction that
+// does the same business work (BEGIN; INSERT; COMMIT): a fresh request costs the bare
+// round trips (claim, BEGIN and lock in the first flight; completion and COMMIT in the
+// last), a replay or a 409 two round trips. A change in these counts is a change in the
+// protocol's cost: update the README's performance notes with it.
+func TestRoundTripsPerRequest(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	business, bw := tracedPool(t, e.url)
+	claims, cw := tracedPool(t, e.url)
+
+	bare := func() {
+		tx, err := business.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		if _, err := insertOne("x")(ctx, tx); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type count struct{ flights, stmts, claimFlights, claimStmts int }
+	measure := func(f func()) count {
+		// Warm up: statements are prepared on a connection's first use of them (a replay's
+		// first call executes).
+		f()
+		f()
+		bw.take()
+		cw.take()
+		f()
+		var c count
+		c.flights, c.stmts = bw.take()
+		c.claimFlights, c.claimStmts = cw.take()
+		return c
+	}
+	seq := 0
+	fresh := func(s *Store, p *Policy) func() {
+		return func() {
+			seq++
+			key := fmt.Sprintf("fresh-%d", seq)
+			if r, err := s.Do(ctx, p, &key, parts("x"), insertOne("x")); err != nil || r.Outcome != OutcomeCompleted {
+				t.Fatalf("fresh request: %+v, %v", r, err)
+			}
+		}
+	}
+	replay := func(s *Store, p *Policy) func() {
+		return func() {
+			if r, err := s.Do(ctx, p, ptr("replayed"), parts("x"), insertOne("x")); err != nil || r.Outcome == OutcomeInProgress {
+				t.Fatalf("replay: %+v, %v", r, err)
+			}
+		}
+	}
+	readCommitted, serializable := policy("createThing"), policy("createThing")
+	serializable.Isolation = pgx.Serializable
+	pipelined := NewStore(business)
+	withClaimPool := NewStore(business, WithClaimPool(claims))
+
+	base := measure(bare)
+	for _, c := range []struct {
+		name string
+		run  func()
+		want count
+	}{
+		{"bare transaction", bare, count{3, 3, 0, 0}},
+		{"fresh", fresh(pipelined, readCommitted), count{3, 6, 0, 0}},
+		{"replay", replay(pipelined, readCommitted), count{2, 5, 0, 0}},
+		{"fresh, serializable", fresh(pipelined, serializable), count{4, 6, 0, 0}},
+		{"fresh, claim pool", fresh(withClaimPool, readCommitted), count{3, 5, 1, 1}},
+		{"replay, claim pool", replay(withClaimPool, readCommitted), count{0, 0, 2, 2}},
+	} {
+		if got := measure(c.run); got != c.want {
+			t.Errorf("%s: %d flights (%d statements) on the business pool, %d (%d) on the claim pool; want %d (%d), %d (%d)",
+				c.name, got.flights, got.stmts, got.claimFlights, got.claimStmts,
+				c.want.flights, c.want.stmts, c.want.claimFlights, c.want.claimStmts)
+		}
+	}
+	if got := measure(fresh(pipelined, readCommitted)); got.flights > base.flights+1 {
+		t.Errorf("a fresh request takes %d round trips, a bare transaction %d: more than one more", got.flights, base.flights)
+	}
+}
+
+// batchTracer records the statements of the batches (flights) it sees.
+type batchTracer struct {
+	mu    sync.Mutex
+	stmts []string
+}
+
+func (bt *batchTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+func (bt *batchTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (bt *batchTracer) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+func (bt *batchTracer) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	bt.mu.Lock()
+	defer bt.mu.Unlock()
+	first, _, _ := strings.Cut(strings.TrimPrefix(d.SQL, "-- name: "), " ")
+	bt.stmts = append(bt.stmts, fmt.Sprintf("%s %s err=%v", first, d.CommandTag, d.Err))
+}
+func (bt *batchTracer) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+
+// A connection tracer that follows batches (as OpenTelemetry's does) sees the protocol's
+// flights, statement by statement, with their command tags.
+func TestFlightsAreTracedAsBatches(t *testing.T) {
+	e := newEnv(t)
+	cfg, err := pgxpool.ParseConfig(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bt := &batchTracer{}
+	cfg.ConnConfig.Tracer = bt
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if r, err := NewStore(pool).Do(context.Background(), policy("createThing"), ptr("k"), parts("x"), insertOne("x")); err != nil || r.Outcome != OutcomeCompleted {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	want := "[ClaimKey INSERT 0 1 err=<nil> begin BEGIN err=<nil> LockOwnKey SELECT 1 err=<nil> CompleteKey SELECT 1 err=<nil> commit COMMIT err=<nil>]"
+	if got := fmt.Sprint(bt.stmts); got != want {
+		t.Fatalf("traced %s, want %s", got, want)
+	}
+}
