@@ -44,7 +44,9 @@ type call struct {
 // problem-details rejection. err is fn's error (after rollback and release), or a database
 // error of the protocol itself; the caller answers it as a server error. An error wrapping
 // [ErrCommitUnknown] means the COMMIT got no answer: the claim is kept until its lease ends.
-func (s *Store) Do(ctx context.Context, p *Policy, rawKey *string, parts []Part, fn Func) (*Response, error) {
+func (s *Store) Do(ctx context.Context, p *Policy, rawKey *string, parts []Part, fn Func) (resp *Response, err error) {
+	ctx, endSpan := s.traceRequest(ctx, p)
+	defer func() { endSpan(resp, err) }()
 	if rawKey == nil {
 		if p.KeyRequired {
 			return s.reject(p, OutcomeMissingKey, http.StatusBadRequest,
@@ -88,9 +90,11 @@ func (c *call) run(ctx context.Context, fn Func) (*Response, error) {
 	// whose INSERT committed while its caller gave up would otherwise block retries for
 	// the whole lease. The business function then sees the cancelled ctx, and the claim is
 	// released.
-	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimPhaseTimeout)
+	cctx, endSpan := c.s.trace(ctx, SpanClaim, c.p.Operation)
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(cctx), claimPhaseTimeout)
 	defer cancel()
-	how, resp, err := c.claim(ctx, qctx)
+	how, resp, err := c.claim(cctx, qctx)
+	endSpan(claimed(how, resp, err))
 	if how == "" {
 		return resp, err
 	}
@@ -121,7 +125,9 @@ func (c *call) dropConn() {
 }
 
 // unkeyed runs fn in a plain transaction: the policy allows requests without a key.
-func (s *Store) unkeyed(ctx context.Context, p *Policy, fn Func) (*Response, error) {
+func (s *Store) unkeyed(ctx context.Context, p *Policy, fn Func) (resp *Response, err error) {
+	ctx, endSpan := s.trace(ctx, SpanBusiness, p.Operation)
+	defer func() { endSpan(finished(resp, false, err)) }()
 	s.observe(p.Operation, OutcomeUnkeyed)
 	bg := context.WithoutCancel(ctx)
 	for attempt := 0; ; attempt++ {
