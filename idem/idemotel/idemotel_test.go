@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/otel/attribute"
@@ -379,4 +380,42 @@ func TestNoKeyScopeOrBody(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A key past its retention is taken over: the claim span says so.
+func TestTakeover(t *testing.T) {
+	e := newEnv(t)
+	short := *policy
+	short.Lease, short.Retention = 50*time.Millisecond, 50*time.Millisecond
+	ctx := context.Background()
+	body := []idem.Part{{Name: "body", Value: "a"}}
+	if _, err := e.store.Do(ctx, &short, ptr("k1"), body, insert("a")); err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the database clock to pass the retention (not for another goroutine).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var expired bool
+		if err := e.pool.QueryRow(ctx, `SELECT expires_at <= now() FROM idempotency_keys`).Scan(&expired); err != nil {
+			t.Fatal(err)
+		}
+		if expired {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the key did not expire")
+		}
+	}
+	e.spans.Reset()
+	ctx, span := e.tracer.Start(ctx, "after retention")
+	if _, err := e.store.Do(ctx, &short, ptr("k1"), body, insert("a")); err != nil {
+		t.Fatal(err)
+	}
+	span.End()
+	e.wantTree(`
+after retention
+  idem.request outcome=completed status=201
+    idem.claim outcome=taken_over
+    idem.business outcome=completed
+      idem.complete outcome=completed
+`)
 }
