@@ -26,7 +26,9 @@ var errNoResponse = errors.New("idem: business function returned no response and
 
 // execute runs the business transaction of the claim we hold (c.token), retrying it after
 // serialization failures and deadlocks.
-func (c *call) execute(ctx context.Context, how Outcome, fn Func) (*Response, error) {
+func (c *call) execute(ctx context.Context, how Outcome, fn Func) (resp *Response, err error) {
+	ctx, endSpan := c.s.trace(ctx, SpanBusiness, c.p.Operation)
+	defer func() { endSpan(finished(resp, false, err)) }()
 	s, p := c.s, c.p
 	s.observe(p.Operation, how)
 	if s.hookClaimed != nil {
@@ -97,7 +99,10 @@ func (c *call) attempt(ctx context.Context, fn Func) (resp *Response, retry bool
 		return resp, false, nil
 	}
 	// The business ran: finish under a context the client's going away cannot cancel.
-	return c.complete(bg, resp)
+	cctx, endSpan := s.trace(bg, SpanComplete, p.Operation)
+	resp, retry, err = c.complete(cctx, resp)
+	endSpan(finished(resp, retry, err))
+	return resp, retry, err
 }
 
 // begin returns the own-row lock of the business transaction: the one that traveled in

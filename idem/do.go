@@ -49,10 +49,12 @@ type call struct {
 // [ErrResponseTooLarge], rolled back and released like any business error. A key that
 // breaks the policy's [KeySchema] is a 400; streamed bodies among parts ([BufferMultipart],
 // [BufferReader]) are read into memory first, a 413 past [WithMaxBodyBytes].
-func (s *Store) Do(ctx context.Context, p *Policy, rawKey *string, parts []Part, fn Func) (*Response, error) {
+func (s *Store) Do(ctx context.Context, p *Policy, rawKey *string, parts []Part, fn Func) (resp *Response, err error) {
 	if err := p.check(); err != nil {
 		return nil, err
 	}
+	ctx, endSpan := s.traceRequest(ctx, p)
+	defer func() { endSpan(resp, err) }()
 	fn = s.capResponse(fn)
 	if rawKey == nil {
 		if p.KeyRequired {
@@ -105,9 +107,11 @@ func (c *call) run(ctx context.Context, fn Func) (*Response, error) {
 	// whose INSERT committed while its caller gave up would otherwise block retries for
 	// the whole lease. The business function then sees the cancelled ctx, and the claim is
 	// released.
-	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimPhaseTimeout)
+	cctx, endSpan := c.s.trace(ctx, SpanClaim, c.p.Operation)
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(cctx), claimPhaseTimeout)
 	defer cancel()
-	how, resp, err := c.claim(ctx, qctx)
+	how, resp, err := c.claim(cctx, qctx)
+	endSpan(claimed(how, resp, err))
 	if how == "" {
 		return resp, err
 	}
@@ -138,7 +142,9 @@ func (c *call) dropConn() {
 }
 
 // unkeyed runs fn in a plain transaction: the policy allows requests without a key.
-func (s *Store) unkeyed(ctx context.Context, p *Policy, fn Func) (*Response, error) {
+func (s *Store) unkeyed(ctx context.Context, p *Policy, fn Func) (resp *Response, err error) {
+	ctx, endSpan := s.trace(ctx, SpanBusiness, p.Operation)
+	defer func() { endSpan(finished(resp, false, err)) }()
 	s.observe(p.Operation, OutcomeUnkeyed)
 	bg := context.WithoutCancel(ctx)
 	for attempt := 0; ; attempt++ {

@@ -80,6 +80,7 @@ type Store struct {
 
 	scope      ScopeFunc
 	observe    Observer
+	tracer     Tracer // nil: no spans (WithTracer)
 	cacheable  func(status int) bool
 	maxRetries int
 	render     RejectionRenderer
