@@ -8,7 +8,6 @@ import (
 	"go/format"
 	"go/parser"
 	"go/token"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,7 +25,6 @@ const OapiCodegenVersion = "v2.8.2"
 // name normaliser in package-level state that each Generate call overwrites.
 var codegenMu sync.Mutex
 
-func readFile(path string) ([]byte, error) { return os.ReadFile(path) }
 
 // base is oapi-codegen's output for the rewritten document, and its operations (for the
 // names the idempotent layer uses).

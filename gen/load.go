@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -23,7 +24,7 @@ type spec struct {
 // document that is not OpenAPI 3.0/3.1 stops it; kin-openapi's own load error is kept
 // in loadErr, located, to be reported with every other error of the run.
 func load(path string) (*spec, error) {
-	data, err := readFile(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
