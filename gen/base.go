@@ -25,7 +25,6 @@ const OapiCodegenVersion = "v2.8.2"
 // name normaliser in package-level state that each Generate call overwrites.
 var codegenMu sync.Mutex
 
-
 // base is oapi-codegen's output for the rewritten document, and its operations (for the
 // names the idempotent layer uses).
 type base struct {
