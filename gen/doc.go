@@ -194,6 +194,11 @@
 //   - a body pointer on an operation without a JSON body, or accepting several content
 //     types, or naming no property, or a non-string one.
 //
+// A marker field in error does not hide the marker's other errors: the fields are checked
+// against each other and against the operation all the same, except for the checks that
+// need the field in error (a retention is not compared with a lease that is not a
+// duration; an operation whose key header is invalid gets no key checks).
+//
 // A spec with no marked operation generates (every operation passes through) with a
 // warning on stderr. Errors from kin-openapi or oapi-codegen that carry no position are
 // reported as FILE: message.

@@ -266,6 +266,18 @@ func TestErrors(t *testing.T) {
 		{"streaming.yaml", `testdata/errors/streaming.yaml:7:7: x-idempotent: POST /completions answers with a stream (text/event-stream): a stream cannot be recorded and replayed; leave the operation unmarked, or drop the streaming response`},
 		{"path-template.yaml", `testdata/errors/path-template.yaml:4:3: path /things/{thing_id}: POST /things/{thing_id} does not declare the template parameter "thing_id" (a parameter with in: path)` + "\n" +
 			`testdata/errors/path-template.yaml:15:17: parameter "site_id" (in: path) of POST /invoices/{invoice_id}/pay is not in the path template`},
+		// Every error of a marker at once: a field in error does not hide the checks of the
+		// others against each other and the operation; a check that needs the field in
+		// error (retention against a lease that is not a duration) is left out.
+		{"marker-all-errors.yaml", strings.Join([]string{
+			`testdata/errors/marker-all-errors.yaml:8:18: x-idempotent.timeout: "forever" is not a duration (want e.g. "30s", "5m", "24h")`,
+			`testdata/errors/marker-all-errors.yaml:10:20: x-idempotent.retention: 1m is shorter than the lease (2m): a completed answer must be replayable for at least as long as a claim can block retries`,
+			`testdata/errors/marker-all-errors.yaml:11:30: x-idempotent.fingerprint-headers: POST /orders declares no header parameter X-Dry-Run (only declared headers reach the handler)`,
+			`testdata/errors/marker-all-errors.yaml:18:16: x-idempotent.lease: "5 minutes" is not a duration (want e.g. "30s", "5m", "24h")`,
+			`testdata/errors/marker-all-errors.yaml:20:30: x-idempotent.fingerprint-headers: POST /refunds declares no header parameter X-Dry-Run (only declared headers reach the handler)`,
+			`testdata/errors/marker-all-errors.yaml:26:7: x-idempotent: GET /reports is a safe method, idempotent by definition; mark operations that change state (POST, PUT, PATCH, DELETE)`,
+			`testdata/errors/marker-all-errors.yaml:27:20: x-idempotent.isolation: "snapshot" is not an isolation level (want "serializable", "repeatable read", "read committed" or "read uncommitted")`,
+		}, "\n")},
 		// Every error of a run at once: markers, defaults, paths, duplicate keys, $refs.
 		{"many.yaml", strings.Join([]string{
 			`testdata/errors/many.yaml:4:10: x-idempotent-defaults.lease: "10 seconds" is not a duration (want e.g. "30s", "5m", "24h")`,

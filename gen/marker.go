@@ -37,40 +37,71 @@ type marker struct {
 	methods                   field[[]string] // x-idempotent-defaults only: mark every operation of these methods
 	pos                       Pos             // of the marker's key, or of the operation's method when marked by methods
 	byMethod                  bool            // marked by x-idempotent-defaults.methods, not by its own marker
+	failed                    bool            // some field is in error (reported)
 }
 
 type field[T any] struct {
 	v   T
 	set bool
-	pos Pos // of the value
+	bad bool // given but in error (reported): the checks that need its value are left out
+	pos Pos  // of the value
 }
 
 func (f *field[T]) put(v T, p Pos) { f.v, f.set, f.pos = v, true, p }
 
+// given reports whether the marker writes the field, well or badly: a default does not
+// replace a field given in error.
+func (f field[T]) given() bool { return f.set || f.bad }
+
 // over returns m with the fields d sets and m does not.
 func (m marker) over(d marker) marker {
-	if !m.header.set && !m.body.set {
+	if !m.header.given() && !m.body.given() {
 		m.header, m.body = d.header, d.body
 	}
-	if !m.required.set {
+	if !m.required.given() {
 		m.required = d.required
 	}
-	if !m.lease.set {
+	if !m.lease.given() {
 		m.lease = d.lease
 	}
-	if !m.retention.set {
+	if !m.retention.given() {
 		m.retention = d.retention
 	}
-	if !m.timeout.set {
+	if !m.timeout.given() {
 		m.timeout = d.timeout
 	}
-	if !m.isolation.set {
+	if !m.isolation.given() {
 		m.isolation = d.isolation
 	}
-	if !m.fingerprintHeaders.set {
+	if !m.fingerprintHeaders.given() {
 		m.fingerprintHeaders = d.fingerprintHeaders
 	}
 	return m
+}
+
+// fail marks the field named name (as the spec spells it) as given in error.
+func (m *marker) fail(name string) {
+	m.failed = true
+	switch name {
+	case "header":
+		m.header.bad = true
+	case "body":
+		m.body.bad = true
+	case "required":
+		m.required.bad = true
+	case "lease":
+		m.lease.bad = true
+	case "retention":
+		m.retention.bad = true
+	case "timeout":
+		m.timeout.bad = true
+	case "isolation":
+		m.isolation.bad = true
+	case "fingerprint-headers":
+		m.fingerprintHeaders.bad = true
+	case "methods":
+		m.methods.bad = true
+	}
 }
 
 var markerFields = []string{"header", "body", "required", "lease", "retention", "timeout", "isolation", "fingerprint-headers"}
@@ -81,7 +112,11 @@ var markableMethods = []string{"post", "put", "patch", "delete"}
 
 // parseMarker reads a marker value: true (all defaults), false (not marked), or an object.
 // name prefixes messages ("x-idempotent", "x-idempotent-defaults"). ok is false when the
-// operation is not marked (false) or the value is in error (reported to errs).
+// operation is not marked (false) or the value is not an object (reported to errs). An
+// object marks the operation even when some of its fields are in error: those are
+// reported to errs and marked bad, so that the checks of the other fields against each
+// other and against the operation still run, and every error of the marker comes in one
+// run.
 func (s *source) parseMarker(key, n *yaml.Node, name string, allowBool bool, errs *ErrorList) (m marker, ok bool) {
 	m.pos = s.pos(key)
 	n = deref(n)
@@ -101,99 +136,128 @@ func (s *source) parseMarker(key, n *yaml.Node, name string, allowBool bool, err
 		errs.add(s.pos(n), "%s: want an object, got %s", name, describe(n))
 		return m, false
 	}
-	n0 := len(*errs)
 	seen := map[string]bool{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
-		fname := name + "." + k.Value
-		p := s.pos(v)
 		if seen[k.Value] {
 			continue // checkTree reports the duplicate key
 		}
 		seen[k.Value] = true
-		switch k.Value {
-		case "header":
-			if str, good := s.str(v, fname, errs); good {
-				if !validHeaderName(str) {
-					errs.add(p, "%s: %q is not a valid HTTP header name (RFC 9110 token)", fname, str)
-				} else {
-					m.header.put(str, p)
-				}
-			}
-		case "body":
-			if str, good := s.str(v, fname, errs); good {
-				if !strings.HasPrefix(str, "/") || len(str) < 2 {
-					errs.add(p, "%s: %q is not a JSON pointer to a body field (want e.g. \"/idempotency_key\")", fname, str)
-				} else {
-					m.body.put(str, p)
-				}
-			}
-		case "required":
-			if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" {
-				errs.add(p, "%s: want true or false, got %s", fname, describe(v))
-			} else {
-				m.required.put(v.Value == "true", p)
-			}
-		case "lease", "retention", "timeout":
-			str, good := s.str(v, fname, errs)
-			if !good {
-				continue
-			}
-			d, err := time.ParseDuration(str)
-			if err != nil {
-				errs.add(p, "%s: %q is not a duration (want e.g. \"30s\", \"5m\", \"24h\")", fname, str)
-				continue
-			}
-			if d <= 0 {
-				errs.add(p, "%s: %q must be positive", fname, str)
-				continue
-			}
-			if d < time.Millisecond {
-				// The table keeps microseconds: 1ns would be stored as a lease of 0.
-				errs.add(p, "%s: %q is shorter than the 1ms minimum", fname, str)
-				continue
-			}
-			switch k.Value {
-			case "lease":
-				m.lease.put(d, p)
-			case "retention":
-				m.retention.put(d, p)
-			default:
-				m.timeout.put(d, p)
-			}
-		case "isolation":
-			if str, good := s.str(v, fname, errs); good {
-				lvl := strings.ToLower(strings.Join(strings.Fields(str), " "))
-				if _, known := isolationLevels[lvl]; !known {
-					errs.add(p, "%s: %q is not an isolation level (want \"serializable\", \"repeatable read\", \"read committed\" or \"read uncommitted\")", fname, str)
-				} else {
-					m.isolation.put(lvl, p)
-				}
-			}
-		case "fingerprint-headers":
-			if list, good := s.headerList(v, fname, errs); good {
-				m.fingerprintHeaders.put(list, p)
-			}
-		case "methods":
-			if allowBool { // an operation's own marker
-				errs.add(s.pos(k), "%s: belongs in %s (it marks every operation of the methods it names)", fname, DefaultsExt)
-				continue
-			}
-			if list, good := s.methodList(v, fname, errs); good {
-				m.methods.put(list, p)
-			}
-		default:
-			want := markerFields
-			if !allowBool {
-				want = append(slices.Clone(want), "methods")
-			}
-			errs.add(s.pos(k), "%s: unknown field (want one of %s)", fname, strings.Join(want, ", "))
+		if !s.parseField(&m, k, v, name, allowBool, errs) {
+			m.fail(k.Value)
 		}
 	}
 	if m.header.set && m.body.set {
 		errs.add(m.body.pos, "%s: header and body are exclusive: the key comes from one place", name)
+		m.body = field[string]{pos: m.body.pos} // the key's source is unknown: no key checks
+		m.fail("body")
 	}
-	return m, len(*errs) == n0
+	return m, true
+}
+
+// parseField reads the marker field k: v into m, or reports why it cannot (ok false).
+func (s *source) parseField(m *marker, k, v *yaml.Node, name string, allowBool bool, errs *ErrorList) (ok bool) {
+	fname := name + "." + k.Value
+	p := s.pos(v)
+	switch k.Value {
+	case "header":
+		str, good := s.str(v, fname, errs)
+		if good && !validHeaderName(str) {
+			errs.add(p, "%s: %q is not a valid HTTP header name (RFC 9110 token)", fname, str)
+			return false
+		}
+		if good {
+			m.header.put(str, p)
+		}
+		return good
+	case "body":
+		str, good := s.str(v, fname, errs)
+		if good && (!strings.HasPrefix(str, "/") || len(str) < 2) {
+			errs.add(p, "%s: %q is not a JSON pointer to a body field (want e.g. \"/idempotency_key\")", fname, str)
+			return false
+		}
+		if good {
+			m.body.put(str, p)
+		}
+		return good
+	case "required":
+		if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" {
+			errs.add(p, "%s: want true or false, got %s", fname, describe(v))
+			return false
+		}
+		m.required.put(v.Value == "true", p)
+		return true
+	case "lease", "retention", "timeout":
+		d, good := s.duration(v, fname, errs)
+		if !good {
+			return false
+		}
+		switch k.Value {
+		case "lease":
+			m.lease.put(d, p)
+		case "retention":
+			m.retention.put(d, p)
+		default:
+			m.timeout.put(d, p)
+		}
+		return true
+	case "isolation":
+		str, good := s.str(v, fname, errs)
+		if !good {
+			return false
+		}
+		lvl := strings.ToLower(strings.Join(strings.Fields(str), " "))
+		if _, known := isolationLevels[lvl]; !known {
+			errs.add(p, "%s: %q is not an isolation level (want \"serializable\", \"repeatable read\", \"read committed\" or \"read uncommitted\")", fname, str)
+			return false
+		}
+		m.isolation.put(lvl, p)
+		return true
+	case "fingerprint-headers":
+		list, good := s.headerList(v, fname, errs)
+		if good {
+			m.fingerprintHeaders.put(list, p)
+		}
+		return good
+	case "methods":
+		if allowBool { // an operation's own marker
+			errs.add(s.pos(k), "%s: belongs in %s (it marks every operation of the methods it names)", fname, DefaultsExt)
+			return false
+		}
+		list, good := s.methodList(v, fname, errs)
+		if good {
+			m.methods.put(list, p)
+		}
+		return good
+	}
+	want := markerFields
+	if !allowBool {
+		want = append(slices.Clone(want), "methods")
+	}
+	errs.add(s.pos(k), "%s: unknown field (want one of %s)", fname, strings.Join(want, ", "))
+	return false
+}
+
+// duration reads a lease, retention or timeout: a Go duration of at least 1ms.
+func (s *source) duration(v *yaml.Node, name string, errs *ErrorList) (time.Duration, bool) {
+	str, good := s.str(v, name, errs)
+	if !good {
+		return 0, false
+	}
+	p := s.pos(v)
+	d, err := time.ParseDuration(str)
+	switch {
+	case err != nil:
+		errs.add(p, "%s: %q is not a duration (want e.g. \"30s\", \"5m\", \"24h\")", name, str)
+	case d <= 0:
+		errs.add(p, "%s: %q must be positive", name, str)
+	case d < time.Millisecond:
+		// The table keeps microseconds: 1ns would be stored as a lease of 0.
+		errs.add(p, "%s: %q is shorter than the 1ms minimum", name, str)
+	default:
+		return d, true
+	}
+	return 0, false
 }
 
 // headerList reads a list of header names.

@@ -133,27 +133,30 @@ func (s *source) buildOperation(om opMarker, item *openapi3.PathItem, op *openap
 	if mk.retention.set {
 		o.Retention = mk.retention.v
 	}
-	if o.Retention < o.Lease {
+	// Every check runs, so that all errors of the marker come at once; a check that needs
+	// a field given in error (already reported) is left out.
+	n0 := len(*errs)
+	if o.Retention < o.Lease && !mk.lease.bad && !mk.retention.bad {
 		at := mk.retention.pos
 		if !mk.retention.set {
 			at = mk.lease.pos
 		}
 		errs.add(at, "%s.retention: %s is shorter than the lease (%s): a completed answer must be replayable for at least as long as a claim can block retries", MarkerExt, humanDuration(o.Retention), humanDuration(o.Lease))
-		return nil
 	}
 	if o.Method == "GET" || o.Method == "HEAD" || o.Method == "OPTIONS" || o.Method == "TRACE" {
 		errs.add(mk.pos, "%s: %s %s is a safe method, idempotent by definition; mark operations that change state (POST, PUT, PATCH, DELETE)", MarkerExt, o.Method, o.Path)
-		return nil
 	}
 	params := operationParams(item, op)
-	n0 := len(*errs)
-	if mk.body.set {
+	switch {
+	case mk.header.bad || mk.body.bad:
+		// The key's source is in error: its checks wait for the fix.
+	case mk.body.set:
 		s.bodyKey(o, mk, op, errs)
-	} else {
+	default:
 		s.headerKey(o, mk, params, errs)
 	}
 	s.fingerprintHeaders(o, mk, params, errs)
-	if len(*errs) > n0 {
+	if len(*errs) > n0 || mk.failed {
 		return nil
 	}
 	o.OwnErrors = ownErrorShapes(op)
