@@ -41,7 +41,8 @@
 //   - One `var <op>Policy = idem.MustPolicy(idem.Policy{...})` per marked operation (a bad
 //     policy fails at package init), with a comment stating key source and its declared
 //     constraints, required, lease, retention, timeout, isolation, the headers in and out
-//     of the fingerprint, and the error responses the spec declares in its own shape.
+//     of the fingerprint, the declared cookies (never in it), and the error responses the
+//     spec declares in its own shape.
 //   - NewIdempotentStrictServer(impl, store) StrictServerInterface: marked operations call
 //     store.Do with the policy, the key and the fingerprint parts, and inside it run impl
 //     and record its response (store.Record, at most idem.WithMaxResponseBytes); the

@@ -389,3 +389,18 @@ func TestExternalBaseNotIdemgens(t *testing.T) {
 		t.Fatalf("err = %v, want a refusal naming idemgen's oapi.gen.go", err)
 	}
 }
+
+// TestPolicyCommentCookies: declared cookie parameters are never in the fingerprint; the
+// policy comment lists them beside the headers left out, so a reviewer sees it.
+func TestPolicyCommentCookies(t *testing.T) {
+	files, err := gen.Generate(gen.Options{Spec: "testdata/golden/keyspec/openapi.yaml", Package: "keyspec"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer := string(files[len(files)-1].Data)
+	want := "// Declared headers outside the fingerprint (a retry may change them): X-Request-Id.\n" +
+		"// Declared cookies outside the fingerprint (a retry may change them): session.\n"
+	if !strings.Contains(layer, want) {
+		t.Errorf("%s lacks\n%s", gen.IdempotentFile, want)
+	}
+}

@@ -45,8 +45,10 @@ type Operation struct {
 
 	// FingerprintHeaders are the declared header parameters (spec spelling) that are part
 	// of the fingerprint; OtherHeaders the declared ones that are not (the key excluded).
+	// Cookies are the declared cookie parameters: never part of the fingerprint.
 	FingerprintHeaders []string
 	OtherHeaders       []string
+	Cookies            []string
 	// OwnErrors are the statuses among the protocol's rejections (400, 409, 413, 422)
 	// for which the operation declares a body in its own shape (not problem+json).
 	OwnErrors []string
@@ -180,7 +182,7 @@ func ownErrorShapes(op *openapi3.Operation) []string {
 }
 
 // fingerprintHeaders resolves the marker's fingerprint-headers against the declared header
-// parameters, and lists the declared ones left out.
+// parameters, and lists the declared headers and cookies left out.
 func (s *source) fingerprintHeaders(o *Operation, mk marker, params openapi3.Parameters, errs *ErrorList) {
 	for _, h := range mk.fingerprintHeaders.v {
 		p := findParam(params, openapi3.ParameterInHeader, h)
@@ -194,14 +196,18 @@ func (s *source) fingerprintHeaders(o *Operation, mk marker, params openapi3.Par
 		}
 	}
 	for _, p := range params {
-		if p.Value == nil || p.Value.In != openapi3.ParameterInHeader {
+		if p.Value == nil {
 			continue
 		}
 		name := p.Value.Name
-		if strings.EqualFold(name, o.Key.Header) || slices.Contains(o.FingerprintHeaders, name) {
-			continue
+		switch p.Value.In {
+		case openapi3.ParameterInCookie:
+			o.Cookies = append(o.Cookies, name)
+		case openapi3.ParameterInHeader:
+			if !strings.EqualFold(name, o.Key.Header) && !slices.Contains(o.FingerprintHeaders, name) {
+				o.OtherHeaders = append(o.OtherHeaders, name)
+			}
 		}
-		o.OtherHeaders = append(o.OtherHeaders, name)
 	}
 }
 

@@ -235,6 +235,9 @@ func policyComment(v string, o *Operation) []string {
 	if len(o.OtherHeaders) > 0 {
 		lines = append(lines, fmt.Sprintf("Declared headers outside the fingerprint (a retry may change them): %s.", strings.Join(o.OtherHeaders, ", ")))
 	}
+	if len(o.Cookies) > 0 {
+		lines = append(lines, fmt.Sprintf("Declared cookies outside the fingerprint (a retry may change them): %s.", strings.Join(o.Cookies, ", ")))
+	}
 	if len(o.OwnErrors) > 0 {
 		lines = append(lines, fmt.Sprintf("The spec declares its own %s response(s): render the protocol's rejections in its shape with idem.WithRejectionRenderer (and store.RequestErrorHandler).", strings.Join(o.OwnErrors, ", ")))
 	}

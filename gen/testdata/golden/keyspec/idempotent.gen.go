@@ -53,6 +53,7 @@ var createPayoutPolicy = idem.MustPolicy(idem.Policy{
 // key from header x-idempotency-key, required (format uuid);
 // lease 30s, retention 24h, no timeout, database default isolation.
 // Declared headers outside the fingerprint (a retry may change them): X-Request-Id.
+// Declared cookies outside the fingerprint (a retry may change them): session.
 // The spec declares its own 409, 422 response(s): render the protocol's rejections in its shape with idem.WithRejectionRenderer (and store.RequestErrorHandler).
 var createTransferPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createTransfer",

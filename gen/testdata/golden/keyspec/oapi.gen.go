@@ -42,6 +42,7 @@ type CreatePayoutParams struct {
 type CreateTransferParams struct {
 	XRequestId      *string `json:"X-Request-Id,omitempty"`
 	XIdempotencyKey *string `json:"x-idempotency-key,omitempty"`
+	Session         *string `form:"session,omitempty" json:"session,omitempty"`
 }
 
 // CreateChargeJSONRequestBody defines body for CreateCharge for application/json ContentType.
@@ -61,7 +62,7 @@ type ServerInterface interface {
 	// CreatePayout A key with a length limit and a pattern; a dry-run header in the fingerprint.
 	// (POST /payouts)
 	CreatePayout(w http.ResponseWriter, r *http.Request, params CreatePayoutParams)
-	// CreateTransfer The spec declares its key header as x-idempotency-key, a required UUID.
+	// CreateTransfer The spec declares its key header as x-idempotency-key, a required UUID; a cookie outside the fingerprint.
 	// (POST /transfers)
 	CreateTransfer(w http.ResponseWriter, r *http.Request, params CreateTransferParams)
 }
@@ -196,6 +197,21 @@ func (siw *ServerInterfaceWrapper) CreateTransfer(w http.ResponseWriter, r *http
 
 		params.XIdempotencyKey = &XIdempotencyKey
 
+	}
+
+	{
+		var cookie *http.Cookie
+
+		if cookie, err = r.Cookie("session"); err == nil {
+			var value string
+			err = runtime.BindStyledParameterWithOptions("simple", "session", cookie.Value, &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationCookie, Explode: true, Required: false, Type: "string", Format: ""})
+			if err != nil {
+				siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "session", Err: err})
+				return
+			}
+			params.Session = &value
+
+		}
 	}
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -440,7 +456,7 @@ type StrictServerInterface interface {
 	// CreatePayout A key with a length limit and a pattern; a dry-run header in the fingerprint.
 	// (POST /payouts)
 	CreatePayout(ctx context.Context, request CreatePayoutRequestObject) (CreatePayoutResponseObject, error)
-	// CreateTransfer The spec declares its key header as x-idempotency-key, a required UUID.
+	// CreateTransfer The spec declares its key header as x-idempotency-key, a required UUID; a cookie outside the fingerprint.
 	// (POST /transfers)
 	CreateTransfer(ctx context.Context, request CreateTransferRequestObject) (CreateTransferResponseObject, error)
 }
