@@ -54,7 +54,7 @@ func baseConfig(pkg, router string) codegen.Configuration {
 
 // generateBase rewrites doc for the base (prepareBase) and runs oapi-codegen on it, once.
 // A panic inside oapi-codegen becomes an error.
-func generateBase(doc *openapi3.T, m *Model, opts Options, internalize bool) (b base, err error) {
+func generateBase(doc *openapi3.T, m *model, opts Options, internalize bool) (b base, err error) {
 	codegenMu.Lock()
 	defer codegenMu.Unlock()
 	defer func() {

@@ -13,7 +13,7 @@
 //  2. check (check.go, marker.go, model.go, key.go): every check of the run, reported at
 //     once as an [ErrorList] of FILE:LINE:COL errors: the document itself (duplicate keys,
 //     local $refs, path templates against their path parameters), then the markers, then
-//     each marker against the operation it marks. The result is the typed [Model].
+//     each marker against the operation it marks. The result is the typed model.
 //  3. names (rewrite.go, names.go): the loaded document is rewritten, in memory, into the
 //     one the base is generated from (see "The base" below).
 //  4. base (base.go, router.go): oapi-codegen v2 as a library (models, the router's

@@ -138,14 +138,14 @@ func checkMarkersLocated(t *testing.T, doc []byte, load bool) {
 		return // kin-openapi's own errors are located by locateLoadError, tested elsewhere
 	}
 	n0 := len(errs)
-	model := src.buildModel(d, ops, &errs)
+	built := src.buildModel(d, ops, &errs)
 	for _, e := range errs[n0:] {
 		located(e, true)
 		if !strings.Contains(e.Msg, MarkerExt) {
 			t.Fatalf("error does not name the marker: %q", e.Msg)
 		}
 	}
-	for _, o := range model.Ops {
+	for _, o := range built.Ops {
 		if (o.Key.Header == "") == (o.Key.Body == "") || o.Lease <= 0 || o.Retention <= 0 || o.Name == "" {
 			t.Fatalf("inconsistent operation model: %+v", o)
 		}

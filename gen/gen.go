@@ -151,7 +151,7 @@ func (opts Options) withDefaults() (Options, error) {
 
 // check runs every check of the spec and of its markers, and builds the model. All
 // errors come back at once, sorted by position.
-func check(s *spec, opts Options) (*Model, error) {
+func check(s *spec, opts Options) (*model, error) {
 	var errs ErrorList
 	s.src.checkTree(&errs)
 	s.src.checkPathTemplates(&errs)

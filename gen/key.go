@@ -7,15 +7,14 @@ import (
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/idemgen/idemgen/idem"
 )
 
-// DefaultKeyHeader is the key header of a marker that names none, when the operation
-// declares no header spelled like an idempotency key.
-const DefaultKeyHeader = "Idempotency-Key"
-
 // headerKey resolves a header key: the marker's (or the defaults') header, else the one
-// declared header spelled like an idempotency key, else Idempotency-Key, added by idemgen.
-func (s *source) headerKey(o *Operation, mk marker, params openapi3.Parameters, errs *ErrorList) {
+// declared header spelled like an idempotency key, else idem.DefaultKeyHeader
+// (Idempotency-Key), added by idemgen.
+func (s *source) headerKey(o *operation, mk marker, params openapi3.Parameters, errs *ErrorList) {
 	at := mk.pos
 	var declared *openapi3.Parameter
 	if mk.header.set {
@@ -26,7 +25,7 @@ func (s *source) headerKey(o *Operation, mk marker, params openapi3.Parameters, 
 		candidates := keyHeaderCandidates(params)
 		switch len(candidates) {
 		case 0:
-			o.Key.Header = DefaultKeyHeader
+			o.Key.Header = idem.DefaultKeyHeader
 		case 1:
 			declared = candidates[0]
 		default:
@@ -54,7 +53,7 @@ func (s *source) headerKey(o *Operation, mk marker, params openapi3.Parameters, 
 		errs.add(at, "%s.header: the declared header parameter %q must have a string schema to carry the key (it has %s)", MarkerExt, declared.Name, typeName(schemaOf(declared.Schema)))
 		return
 	}
-	o.Key.Schema = s.keySchema(declared.Schema.Value, at, errs)
+	o.Key.Schema = s.readKeySchema(declared.Schema.Value, at, errs)
 }
 
 // keyHeaderCandidates returns the declared header parameters whose name is an
@@ -78,7 +77,7 @@ func isKeyName(name string) bool {
 }
 
 // bodyKey resolves a key read from a JSON pointer into the JSON request body.
-func (s *source) bodyKey(o *Operation, mk marker, op *openapi3.Operation, errs *ErrorList) {
+func (s *source) bodyKey(o *operation, mk marker, op *openapi3.Operation, errs *ErrorList) {
 	o.Key.Body = mk.body.v
 	body := jsonBodySchema(op)
 	if body == nil {
@@ -102,13 +101,13 @@ func (s *source) bodyKey(o *Operation, mk marker, op *openapi3.Operation, errs *
 		}
 		o.Required = true
 	}
-	o.Key.Schema = s.keySchema(prop, mk.body.pos, errs)
+	o.Key.Schema = s.readKeySchema(prop, mk.body.pos, errs)
 }
 
 // keySchema reads the constraints of the key's declared string schema. A pattern Go's
 // regexp cannot compile is an error: the protocol enforces it.
-func (s *source) keySchema(sch *openapi3.Schema, at Pos, errs *ErrorList) KeySchema {
-	ks := KeySchema{MinLength: sch.MinLength, Pattern: sch.Pattern, Format: sch.Format}
+func (s *source) readKeySchema(sch *openapi3.Schema, at Pos, errs *ErrorList) keySchema {
+	ks := keySchema{MinLength: sch.MinLength, Pattern: sch.Pattern, Format: sch.Format}
 	if sch.MaxLength != nil {
 		ks.MaxLength = *sch.MaxLength
 	}

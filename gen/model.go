@@ -7,27 +7,29 @@ import (
 	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/idemgen/idemgen/idem"
 )
 
-// Model is what idemgen generates from: every marked operation with its resolved policy,
+// model is what idemgen generates from: every marked operation with its resolved policy,
 // in file order. It holds no Go source; render turns it into code with oapi-codegen's
-// names.
-type Model struct {
-	Ops []*Operation
+// names. Its fields are exported for the template.
+type model struct {
+	Ops []*operation
 	// Unmarked lists operations that x-idempotent-defaults.methods names but that cannot
 	// be marked (a streaming response), for the warning and the generated file's comment.
-	Unmarked []Skipped
+	Unmarked []skippedOp
 }
 
-// Skipped is an operation the document defaults would mark but idemgen leaves unmarked.
-type Skipped struct {
+// skippedOp is an operation the document defaults would mark but idemgen leaves unmarked.
+type skippedOp struct {
 	Method, Path string
 	Why          string
 	Pos          Pos // of the operation's method
 }
 
-// Operation is a marked operation and its policy.
-type Operation struct {
+// operation is a marked operation and its policy.
+type operation struct {
 	Method string // upper case: POST
 	Path   string
 	// Name is the stored operation name (idem.Policy.Operation): the spec's operationId,
@@ -36,7 +38,7 @@ type Operation struct {
 	Pos      Pos  // of the x-idempotent key, or of the method when marked by the defaults
 	ByMethod bool // marked by x-idempotent-defaults.methods
 
-	Key       Key
+	Key       keySource
 	Required  bool // a request without a key is answered 400
 	Lease     time.Duration
 	Retention time.Duration
@@ -54,38 +56,33 @@ type Operation struct {
 	OwnErrors []string
 }
 
-// Key is where an operation's idempotency key comes from, and what the spec says of it.
-type Key struct {
+// keySource is where an operation's idempotency key comes from, and what the spec says
+// of it.
+type keySource struct {
 	Header string // header name as the spec (or the marker) spells it; "" for a body key
 	Body   string // JSON pointer into the request body; "" for a header key
 	// Declared: the spec declares the header parameter. When it does not, idemgen adds it
 	// (optional, string) to the base it writes.
 	Declared bool
-	Schema   KeySchema
+	Schema   keySchema
 }
 
-// KeySchema is what the key's declared schema constrains, enforced by the protocol
-// before any SQL. Zero values constrain nothing.
-type KeySchema struct {
+// keySchema is what the key's declared schema constrains, enforced by the protocol
+// before any SQL (idem.KeySchema). Zero values constrain nothing.
+type keySchema struct {
 	MinLength uint64
 	MaxLength uint64 // 0: none (the protocol's own 255-byte limit remains)
 	Pattern   string // ECMA-262 as written in the spec; checked to compile as Go regexp
 	Format    string // "uuid" is enforced; other formats are carried for the comment only
 }
 
-// Lease and Retention defaults: the idem runtime's.
-const (
-	DefaultLease     = 30 * time.Second
-	DefaultRetention = 24 * time.Hour
-)
-
 // protocolRejections are the statuses the protocol answers with on its own.
 var protocolRejections = []string{"400", "409", "413", "422"}
 
 // buildModel checks each marker against the loaded document and resolves it into an
-// Operation; every problem is added to errs.
-func (s *source) buildModel(doc *openapi3.T, markers []opMarker, errs *ErrorList) *Model {
-	m := &Model{}
+// operation; every problem is added to errs.
+func (s *source) buildModel(doc *openapi3.T, markers []opMarker, errs *ErrorList) *model {
+	m := &model{}
 	for _, om := range markers {
 		item := doc.Paths.Value(om.path)
 		if item == nil {
@@ -97,7 +94,7 @@ func (s *source) buildModel(doc *openapi3.T, markers []opMarker, errs *ErrorList
 		}
 		if ct := streamingResponse(op); ct != "" {
 			if om.m.byMethod {
-				m.Unmarked = append(m.Unmarked, Skipped{Method: strings.ToUpper(om.method), Path: om.path, Pos: om.m.pos,
+				m.Unmarked = append(m.Unmarked, skippedOp{Method: strings.ToUpper(om.method), Path: om.path, Pos: om.m.pos,
 					Why: fmt.Sprintf("its %s response is a stream, which cannot be recorded and replayed", ct)})
 				continue
 			}
@@ -112,16 +109,16 @@ func (s *source) buildModel(doc *openapi3.T, markers []opMarker, errs *ErrorList
 	return m
 }
 
-func (s *source) buildOperation(om opMarker, item *openapi3.PathItem, op *openapi3.Operation, errs *ErrorList) *Operation {
+func (s *source) buildOperation(om opMarker, item *openapi3.PathItem, op *openapi3.Operation, errs *ErrorList) *operation {
 	mk := om.m
-	o := &Operation{
+	o := &operation{
 		Method:    strings.ToUpper(om.method),
 		Path:      om.path,
 		Name:      op.OperationID,
 		Pos:       mk.pos,
 		ByMethod:  mk.byMethod,
-		Lease:     DefaultLease,
-		Retention: DefaultRetention,
+		Lease:     idem.DefaultLease,
+		Retention: idem.DefaultRetention,
 		Required:  mk.required.v,
 		Timeout:   mk.timeout.v,
 		Isolation: mk.isolation.v,
@@ -183,7 +180,7 @@ func ownErrorShapes(op *openapi3.Operation) []string {
 
 // fingerprintHeaders resolves the marker's fingerprint-headers against the declared header
 // parameters, and lists the declared headers and cookies left out.
-func (s *source) fingerprintHeaders(o *Operation, mk marker, params openapi3.Parameters, errs *ErrorList) {
+func (s *source) fingerprintHeaders(o *operation, mk marker, params openapi3.Parameters, errs *ErrorList) {
 	for _, h := range mk.fingerprintHeaders.v {
 		p := findParam(params, openapi3.ParameterInHeader, h)
 		switch {

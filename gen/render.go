@@ -23,7 +23,7 @@ type layer struct {
 	Ops      []*layerOp
 	Marked   bool // some operation is marked
 	Unmarked bool // some operation is not
-	Skipped  []Skipped
+	Skipped  []skippedOp
 }
 
 // layerOp is one operation: its Go name and, when marked, its policy.
@@ -38,7 +38,7 @@ type layerOp struct {
 type policy struct {
 	Var       string   // addPetPolicy
 	Comment   []string // the policy in words, for reviewers
-	Op        *Operation
+	Op        *operation
 	Isolation string // pgx constant, "" for the database default
 	Key       keyField
 	Parts     []part
@@ -75,7 +75,7 @@ var tmpl = template.Must(template.New("").Funcs(template.FuncMap{
 }).ParseFS(templates.FS, "*.tmpl"))
 
 // render builds the layer from the model and oapi-codegen's operations, and renders it.
-func render(opts Options, m *Model, ops []codegen.OperationDefinition) ([]byte, error) {
+func render(opts Options, m *model, ops []codegen.OperationDefinition) ([]byte, error) {
 	l, err := buildLayer(opts, m, ops)
 	if err != nil {
 		return nil, err
@@ -93,14 +93,14 @@ func render(opts Options, m *Model, ops []codegen.OperationDefinition) ([]byte, 
 	return out, nil
 }
 
-func buildLayer(opts Options, m *Model, defs []codegen.OperationDefinition) (*layer, error) {
+func buildLayer(opts Options, m *model, defs []codegen.OperationDefinition) (*layer, error) {
 	l := &layer{Version: opts.Version, Package: opts.Package, Spec: baseName(opts.Spec), Router: opts.Router, Skipped: m.Unmarked}
-	byRoute := map[string]*Operation{}
+	byRoute := map[string]*operation{}
 	for _, o := range m.Ops {
 		byRoute[o.Method+" "+o.Path] = o
 	}
 	var errs ErrorList
-	seen := map[*Operation]bool{}
+	seen := map[*operation]bool{}
 	for i := range defs {
 		def := &defs[i]
 		if def.IsAlias {
@@ -128,7 +128,7 @@ func buildLayer(opts Options, m *Model, defs []codegen.OperationDefinition) (*la
 	return l, nil
 }
 
-func buildPolicy(def *codegen.OperationDefinition, o *Operation, errs *ErrorList) *policy {
+func buildPolicy(def *codegen.OperationDefinition, o *operation, errs *ErrorList) *policy {
 	p := &policy{Var: lowerFirst(def.OperationId) + "Policy", Op: o}
 	if o.Isolation != "" {
 		p.Isolation = isolationLevels[o.Isolation]
@@ -201,7 +201,7 @@ func findParamDef(params []codegen.ParameterDefinition, name string) *codegen.Pa
 }
 
 // policyComment states the policy in words, for reviewers of the generated code.
-func policyComment(v string, o *Operation) []string {
+func policyComment(v string, o *operation) []string {
 	src := "header " + o.Key.Header
 	switch {
 	case o.Key.Body != "":
@@ -244,7 +244,7 @@ func policyComment(v string, o *Operation) []string {
 	return lines
 }
 
-func keyConstraints(k KeySchema) string {
+func keyConstraints(k keySchema) string {
 	var c []string
 	if k.Format != "" {
 		c = append(c, "format "+k.Format)

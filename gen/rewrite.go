@@ -16,7 +16,7 @@ import (
 // base the key headers stay as the spec declares them: the package's own oapi-codegen
 // output has them so. router is the base's server, whose names no schema may take ("" for
 // an external base whose server is not known yet).
-func prepareBase(doc *openapi3.T, m *Model, external bool, router string) error {
+func prepareBase(doc *openapi3.T, m *model, external bool, router string) error {
 	doc.Webhooks = nil // OpenAPI 3.1 webhooks are requests the service sends, not serves
 	for _, o := range m.Ops {
 		if o.Key.Header != "" && !external {
@@ -49,7 +49,7 @@ func prepareBase(doc *openapi3.T, m *Model, external bool, router string) error 
 // base: added when the spec does not declare it, and replacing the declared one
 // otherwise (its format, pattern and required-ness are the protocol's to enforce, with a
 // problem+json 400; the handler reads the raw value).
-func keyHeader(doc *openapi3.T, o *Operation) {
+func keyHeader(doc *openapi3.T, o *operation) {
 	item := doc.Paths.Value(o.Path)
 	op := item.Operations()[o.Method]
 	desc := "Idempotency key of the request (added by idemgen)."
