@@ -57,7 +57,9 @@ func TestGenerateThenCheck(t *testing.T) {
 	if code != ExitFail {
 		t.Fatalf("check of an edited file: exit %d, want %d", code, ExitFail)
 	}
-	for _, want := range []string{"--- " + filepath.ToSlash(p) + "\n", "+++ " + filepath.ToSlash(p) + "\n", "@@ -", "-\tLease:       time.Minute,", "+\tLease:       30 * time.Second,"} {
+	wd, _ := os.Getwd()
+	rel, _ := filepath.Rel(wd, p) // the diff's paths are relative to the current directory
+	for _, want := range []string{"--- a/" + filepath.ToSlash(rel) + "\n", "+++ b/" + filepath.ToSlash(rel) + "\n", "@@ -", "-\tLease:       time.Minute,", "+\tLease:       30 * time.Second,"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("diff lacks %q:\n%s", want, stdout)
 		}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"go/token"
 	"io"
+	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -18,8 +20,11 @@ const generateHelp = `usage: idemgen generate [-check] [-router std-http|chi|ech
 Writes DIR/oapi.gen.go (oapi-codegen: models, the router's server, strict server) and
 DIR/idempotent.gen.go (IdempotentServerInterface, NewIdempotentStrictServer, one
 idem.Policy per marked operation) from the OpenAPI 3 file SPEC. DIR is created when
-missing. With -check nothing is written: a unified diff (git apply accepts it) is printed
-and the exit status is 1 when the files in DIR differ from what would be generated.
+missing. With -check nothing is written: a unified diff is printed and the exit status
+is 1 when the files in DIR differ from what would be generated. The diff's paths are
+relative to the current directory (under go generate, the package's): "git apply" run
+there applies it (with --unsafe-paths when DIR is outside it; from another directory,
+git apply --directory=PATH, PATH leading from there to this one).
 
 The idempotent layer is the same for every router: it implements oapi-codegen's
 StrictServerInterface. With -base external, DIR already has oapi-codegen's output for
@@ -97,6 +102,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 // report prints what -check found: a diff per stale file to stdout, a line per file to
 // stderr. Without -check there is nothing to report.
 func report(dir string, changes []gen.Change, stdout, stderr io.Writer) int {
+	outside := false
 	for _, c := range changes {
 		p := filepath.Join(dir, c.Name)
 		switch {
@@ -108,7 +114,12 @@ func report(dir string, changes []gen.Change, stdout, stderr io.Writer) int {
 		default:
 			fmt.Fprintf(stderr, "idemgen: %s is stale\n", p)
 		}
-		unifiedDiff(stdout, p, c.Old, c.New)
+		rel := diffPath(p)
+		outside = outside || strings.HasPrefix(rel, "../")
+		unifiedDiff(stdout, rel, c.Old, c.New)
+	}
+	if outside {
+		fmt.Fprintf(stderr, "idemgen: %s is outside the current directory: apply the diff here with git apply --unsafe-paths\n", dir)
 	}
 	if n := len(changes); n > 0 {
 		fmt.Fprintf(stderr, "idemgen: %d generated file(s) out of date; run idemgen generate (go generate) and commit the result\n", n)
@@ -117,12 +128,33 @@ func report(dir string, changes []gen.Change, stdout, stderr io.Writer) int {
 	return ExitOK
 }
 
+// diffPath returns the path the diff gives file p: relative to the current directory
+// and slash-separated, so that `git apply` (and `patch -p1`) run there find the file,
+// inside a git repository (git prefixes the subdirectory) or outside one. A file outside
+// the current directory gets a path that climbs out ("../api/x.go"), which git applies
+// with --unsafe-paths. When no relative path exists (another volume) it stays absolute.
+func diffPath(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.ToSlash(filepath.Clean(p))
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return filepath.ToSlash(abs)
+	}
+	rel, err := filepath.Rel(wd, abs)
+	if err != nil {
+		return filepath.ToSlash(abs)
+	}
+	return filepath.ToSlash(rel)
+}
+
 // unifiedDiff writes the unified diff (3 lines of context, as diff -u and git) from old
-// (on disk) to new (generated) of file p; `patch -p1` and `git apply` accept it.
+// (on disk) to new (generated) of file p (a slash-separated path, see diffPath), with
+// git's a/ and b/ prefixes.
 func unifiedDiff(w io.Writer, p string, old, new []byte) {
-	p = filepath.ToSlash(filepath.Clean(p))
 	from, to := "a/"+p, "b/"+p
-	if filepath.IsAbs(p) {
+	if path.IsAbs(p) || filepath.IsAbs(p) {
 		from, to = p, p
 	}
 	if old == nil {
