@@ -5,10 +5,14 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 
 	"github.com/idemgen/idemgen/internal/hammer"
 )
@@ -58,6 +62,27 @@ var commands = map[string]func(args []string, stdout, stderr io.Writer) int{
 	},
 }
 
+// flagSets return the flags of the commands that have some, for the hint when a flag
+// comes before the command.
+var flagSets = map[string]func() *flag.FlagSet{
+	"generate": func() *flag.FlagSet { fs, _ := newGenerateFlags(); return fs },
+	"purge":    func() *flag.FlagSet { fs, _ := newPurgeFlags(); return fs },
+}
+
+// flagBeforeCommand is the line for a flag given where the command belongs ("idemgen
+// -routr chi"): the closest flag of a command when one is close.
+func flagBeforeCommand(arg string) string {
+	name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+	hint := "flags follow it: idemgen generate [flags] SPEC"
+	for _, cmd := range slices.Sorted(maps.Keys(flagSets)) {
+		if f := closestFlag(flagSets[cmd](), name); f != "" {
+			hint = fmt.Sprintf("did you mean idemgen %s -%s?", cmd, f)
+			break
+		}
+	}
+	return fmt.Sprintf("idemgen: unknown flag %s before the command (%s); run 'idemgen -help' for usage", arg, hint)
+}
+
 // Main runs idemgen with args (without the program name).
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -76,6 +101,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		cmd = "version"
 	}
 	run := commands[cmd]
+	if run == nil && strings.HasPrefix(cmd, "-") {
+		fmt.Fprintln(stderr, flagBeforeCommand(cmd))
+		return ExitUsage
+	}
 	if run == nil {
 		fmt.Fprintf(stderr, "idemgen: unknown command %q\n\n%s", cmd, usage)
 		return ExitUsage

@@ -156,12 +156,12 @@ func TestUsage(t *testing.T) {
 		{[]string{"generate", "-package", "p", "-o", "x"}, ExitUsage, "want one SPEC file"},
 		{[]string{"generate", "-base", "chi", "-package", "p", "-o", "x", "s.yaml"}, ExitUsage, "-base must be oapi-codegen or external"},
 		{[]string{"generate", "-router", "fiber", "-package", "p", "-o", "x", "s.yaml"}, ExitUsage, `-router must be one of std-http, chi, echo, gin, not "fiber"`},
-		{[]string{"generate", "-bogus"}, ExitUsage, "flag provided but not defined"},
+		{[]string{"generate", "-bogus"}, ExitUsage, "unknown flag -bogus"},
 		{[]string{"generate", "-package", "p", "-o", t.TempDir(), "does-not-exist.yaml"}, ExitFail, "no such file"},
 		{[]string{"generate", "-package", "not-an-ident", "-o", t.TempDir(), golden + "truemarker/openapi.yaml"}, ExitUsage, "not a Go identifier"},
 		{[]string{"schema", "extra"}, ExitUsage, "takes no arguments"},
 		{[]string{"hammer"}, ExitUsage, "idemgen hammer"},
-		{[]string{"generate", "-o"}, ExitUsage, "Run 'idemgen generate -h' for usage."},
+		{[]string{"generate", "-o"}, ExitUsage, "run 'idemgen generate -help' for usage"},
 	} {
 		code, stdout, stderr := run(c.args...)
 		if code != c.code || !strings.Contains(stdout+stderr, c.out) {

@@ -67,3 +67,33 @@ func TestSubcommandHelp(t *testing.T) {
 		t.Errorf("idemgen help hammer: exit %d:\n%s%s", code, stdout, stderr)
 	}
 }
+
+// A mistyped flag is one line on stderr naming it, with the closest flag when one is
+// close, and where help is; exit status 2.
+func TestMistypedFlag(t *testing.T) {
+	const genHelp = "; run 'idemgen generate -help' for usage\n"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"generate", "-routr", "chi"}, "idemgen generate: unknown flag -routr (did you mean -router?)" + genHelp},
+		{[]string{"generate", "openapi.yaml", "--pakage=api", "-o", "api"}, "idemgen generate: unknown flag --pakage (did you mean -package?)" + genHelp},
+		{[]string{"generate", "-outt", "foo"}, "idemgen generate: unknown flag -outt (did you mean -o?)" + genHelp},
+		{[]string{"generate", "-Check"}, "idemgen generate: unknown flag -Check (did you mean -check?)" + genHelp},
+		{[]string{"generate", "-spec", "x.yaml", "-outt", "foo"}, "idemgen generate: unknown flag -spec (the spec file is an argument: idemgen generate [flags] SPEC)" + genHelp},
+		{[]string{"generate", "-x"}, "idemgen generate: unknown flag -x" + genHelp},
+		{[]string{"generate", "-bogus"}, "idemgen generate: unknown flag -bogus" + genHelp},
+		{[]string{"generate", "-o"}, "idemgen generate: flag needs an argument: -o" + genHelp},
+		{[]string{"purge", "-dryrun"}, "idemgen purge: unknown flag -dryrun (did you mean -dry-run?); run 'idemgen purge -help' for usage\n"},
+		{[]string{"schema", "-o", "x"}, "idemgen schema: unknown flag -o (it takes no flags); run 'idemgen schema -help' for usage\n"},
+		// Before the command.
+		{[]string{"-routr", "chi"}, "idemgen: unknown flag -routr before the command (did you mean idemgen generate -router?); run 'idemgen -help' for usage\n"},
+		{[]string{"-spec", "x.yaml", "-outt", "foo"}, "idemgen: unknown flag -spec before the command (flags follow it: idemgen generate [flags] SPEC); run 'idemgen -help' for usage\n"},
+		{[]string{"-package", "api", "-o", "api", "openapi.yaml"}, "idemgen: unknown flag -package before the command (did you mean idemgen generate -package?); run 'idemgen -help' for usage\n"},
+	} {
+		code, stdout, stderr := run(c.args...)
+		if code != ExitUsage || stdout != "" || stderr != c.want {
+			t.Errorf("idemgen %s: exit %d, stdout %q, stderr\n%q\nwant exit %d and\n%q", strings.Join(c.args, " "), code, stdout, stderr, ExitUsage, c.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"flag"
 	"fmt"
 	"go/token"
 	"io"
@@ -37,31 +38,43 @@ Example:
   idemgen generate openapi.yaml --package api --o api -check
 `
 
+// generateFlags are the flags of generate.
+type generateFlags struct {
+	check                  *bool
+	router, base, pkg, dir *string
+}
+
+func newGenerateFlags() (*flag.FlagSet, generateFlags) {
+	fs := newFlagSet("generate")
+	return fs, generateFlags{
+		check:  fs.Bool("check", false, "write nothing; print a diff and exit 1 when DIR's files are stale"),
+		router: fs.String("router", "", "`ROUTER` of the base: std-http (net/http, the default), chi, echo or gin; with\n-base external, read from DIR (when given, it must agree)"),
+		base:   fs.String("base", gen.BaseOapiCodegen, "`BASE`: oapi-codegen writes both files; external writes only idempotent.gen.go,\ninto a package that already has oapi-codegen's strict-server output for this spec"),
+		pkg:    fs.String("package", "", "Go package `NAME` of the generated files (required)"),
+		dir:    fs.String("o", "", "output `DIR` (required)"),
+	}
+}
+
 func generate(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("generate", stderr)
-	check := fs.Bool("check", false, "write nothing; print a diff and exit 1 when DIR's files are stale")
-	router := fs.String("router", "", "`ROUTER` of the base: std-http (net/http, the default), chi, echo or gin; with\n-base external, read from DIR (when given, it must agree)")
-	base := fs.String("base", gen.BaseOapiCodegen, "`BASE`: oapi-codegen writes both files; external writes only idempotent.gen.go,\ninto a package that already has oapi-codegen's strict-server output for this spec")
-	pkg := fs.String("package", "", "Go package `NAME` of the generated files (required)")
-	dir := fs.String("o", "", "output `DIR` (required)")
+	fs, f := newGenerateFlags()
 	specs, code, done := parse(fs, args, generateHelp, stdout, stderr)
 	if done {
 		return code
 	}
 	var problems []string
-	if *pkg == "" {
+	if *f.pkg == "" {
 		problems = append(problems, "-package is required")
-	} else if !token.IsIdentifier(*pkg) {
-		problems = append(problems, fmt.Sprintf("-package %q is not a Go identifier", *pkg))
+	} else if !token.IsIdentifier(*f.pkg) {
+		problems = append(problems, fmt.Sprintf("-package %q is not a Go identifier", *f.pkg))
 	}
-	if *dir == "" {
+	if *f.dir == "" {
 		problems = append(problems, "-o is required")
 	}
-	if *base != gen.BaseOapiCodegen && *base != gen.BaseExternal {
-		problems = append(problems, fmt.Sprintf("-base must be %s or %s, not %q", gen.BaseOapiCodegen, gen.BaseExternal, *base))
+	if *f.base != gen.BaseOapiCodegen && *f.base != gen.BaseExternal {
+		problems = append(problems, fmt.Sprintf("-base must be %s or %s, not %q", gen.BaseOapiCodegen, gen.BaseExternal, *f.base))
 	}
-	if *router != "" && !slices.Contains(gen.Routers, *router) {
-		problems = append(problems, fmt.Sprintf("-router must be one of %s, not %q", strings.Join(gen.Routers, ", "), *router))
+	if *f.router != "" && !slices.Contains(gen.Routers, *f.router) {
+		problems = append(problems, fmt.Sprintf("-router must be one of %s, not %q", strings.Join(gen.Routers, ", "), *f.router))
 	}
 	if len(specs) != 1 {
 		problems = append(problems, fmt.Sprintf("want one SPEC file, got %d arguments", len(specs)))
@@ -74,7 +87,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	files, err := gen.Generate(gen.Options{
-		Spec: specs[0], Package: *pkg, Dir: *dir, Base: *base, Router: *router,
+		Spec: specs[0], Package: *f.pkg, Dir: *f.dir, Base: *f.base, Router: *f.router,
 		Warnf: func(format string, args ...any) { fmt.Fprintf(stderr, "idemgen: warning: "+format+"\n", args...) },
 	})
 	if err != nil {
@@ -87,16 +100,16 @@ func generate(args []string, stdout, stderr io.Writer) int {
 		}
 		return ExitFail
 	}
-	var fsys gen.FileSystem = gen.Dir(*dir)
-	checker := &gen.Check{Dir: gen.Dir(*dir)}
-	if *check {
+	var fsys gen.FileSystem = gen.Dir(*f.dir)
+	checker := &gen.Check{Dir: gen.Dir(*f.dir)}
+	if *f.check {
 		fsys = checker
 	}
 	if err := gen.Emit(fsys, files); err != nil {
 		fmt.Fprintf(stderr, "idemgen: %v\n", err)
 		return ExitFail
 	}
-	return report(*dir, checker.Changes, stdout, stderr)
+	return report(*f.dir, checker.Changes, stdout, stderr)
 }
 
 // report prints what -check found: a diff per stale file to stdout, a line per file to

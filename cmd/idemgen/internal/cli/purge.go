@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -38,12 +39,26 @@ The connection string is -database-url, else the DATABASE_URL environment variab
 const expiredSQL = `SELECT count(*) FROM idempotency_keys
 WHERE expires_at <= now() AND (status = 'completed' OR leased_until <= now())`
 
+// purgeFlags are the flags of purge.
+type purgeFlags struct {
+	dbURL   *string
+	batch   *int
+	timeout *time.Duration
+	dryRun  *bool
+}
+
+func newPurgeFlags() (*flag.FlagSet, purgeFlags) {
+	fs := newFlagSet("purge")
+	return fs, purgeFlags{
+		dbURL:   fs.String("database-url", "", "PostgreSQL connection `URL` (default $DATABASE_URL)"),
+		batch:   fs.Int("batch", idem.DefaultPurgeBatchSize, "rows deleted per statement, `N`"),
+		timeout: fs.Duration("timeout", 0, "give up after `D` (e.g. 10m); 0: no limit"),
+		dryRun:  fs.Bool("dry-run", false, "delete nothing; print how many rows are expired"),
+	}
+}
+
 func purge(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("purge", stderr)
-	dbURL := fs.String("database-url", "", "PostgreSQL connection `URL` (default $DATABASE_URL)")
-	batch := fs.Int("batch", idem.DefaultPurgeBatchSize, "rows deleted per statement, `N`")
-	timeout := fs.Duration("timeout", 0, "give up after `D` (e.g. 10m); 0: no limit")
-	dryRun := fs.Bool("dry-run", false, "delete nothing; print how many rows are expired")
+	fs, f := newPurgeFlags()
 	rest, code, done := parse(fs, args, purgeHelp, stdout, stderr)
 	if done {
 		return code
@@ -55,20 +70,20 @@ func purge(args []string, stdout, stderr io.Writer) int {
 	if len(rest) > 0 {
 		return usageErr(fmt.Sprintf("unexpected argument %q", rest[0]))
 	}
-	if *dbURL == "" {
-		*dbURL = os.Getenv("DATABASE_URL")
+	if *f.dbURL == "" {
+		*f.dbURL = os.Getenv("DATABASE_URL")
 	}
-	if *dbURL == "" {
+	if *f.dbURL == "" {
 		return usageErr("no database: set -database-url or DATABASE_URL")
 	}
-	if *batch < 1 {
-		return usageErr(fmt.Sprintf("-batch must be at least 1, got %d", *batch))
+	if *f.batch < 1 {
+		return usageErr(fmt.Sprintf("-batch must be at least 1, got %d", *f.batch))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if *timeout > 0 {
+	if *f.timeout > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, *timeout)
+		ctx, cancel = context.WithTimeout(ctx, *f.timeout)
 		defer cancel()
 	}
 	fail := func(err error) int {
@@ -79,7 +94,7 @@ func purge(args []string, stdout, stderr io.Writer) int {
 		}
 		return ExitFail
 	}
-	cfg, err := pgxpool.ParseConfig(*dbURL)
+	cfg, err := pgxpool.ParseConfig(*f.dbURL)
 	if err != nil {
 		return usageErr(fmt.Sprintf("database URL: %v", err))
 	}
@@ -90,7 +105,7 @@ func purge(args []string, stdout, stderr io.Writer) int {
 	}
 	defer pool.Close()
 
-	if *dryRun {
+	if *f.dryRun {
 		var n int64
 		if err := pool.QueryRow(ctx, expiredSQL).Scan(&n); err != nil {
 			return fail(err)
@@ -98,7 +113,7 @@ func purge(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%d expired idempotency keys (dry run: nothing deleted)\n", n)
 		return ExitOK
 	}
-	r := idem.NewPurger(idem.NewStore(pool), 0, *batch, nil).Once(ctx)
+	r := idem.NewPurger(idem.NewStore(pool), 0, *f.batch, nil).Once(ctx)
 	if r.Err != nil {
 		if r.Deleted > 0 {
 			fmt.Fprintf(stdout, "deleted %d expired idempotency keys in %s before the error\n", r.Deleted, r.Duration.Round(time.Millisecond))

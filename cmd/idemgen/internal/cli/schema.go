@@ -16,7 +16,7 @@ folder instead.
 `
 
 func schema(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("schema", stderr)
+	fs := newFlagSet("schema")
 	rest, code, done := parse(fs, args, schemaHelp, stdout, stderr)
 	if done {
 		return code

@@ -23,7 +23,7 @@ they do not change with every commit of idemgen.
 const modulePath = "github.com/idemgen/idemgen"
 
 func version(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("version", stderr)
+	fs := newFlagSet("version")
 	rest, code, done := parse(fs, args, versionHelp, stdout, stderr)
 	if done {
 		return code
