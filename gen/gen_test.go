@@ -263,6 +263,7 @@ func TestErrors(t *testing.T) {
 		{"methods-safe.yaml", `testdata/errors/methods-safe.yaml:4:19: x-idempotent-defaults.methods: GET is a safe method, idempotent by definition; name methods that change state (post, put, patch, delete)` + "\n" +
 			`testdata/errors/methods-safe.yaml:4:24: x-idempotent-defaults.methods: "fetch" is not a method idemgen marks (want post, put, patch, delete)`},
 		{"fingerprint-undeclared.yaml", `testdata/errors/fingerprint-undeclared.yaml:8:30: x-idempotent.fingerprint-headers: POST /orders declares no header parameter X-Dry-Run (only declared headers reach the handler)`},
+		{"fingerprint-cookie.yaml", `testdata/errors/fingerprint-cookie.yaml:8:30: x-idempotent.fingerprint-headers: POST /orders declares session as a cookie (in: cookie), not a header: cookies are never part of the fingerprint`},
 		{"streaming.yaml", `testdata/errors/streaming.yaml:7:7: x-idempotent: POST /completions answers with a stream (text/event-stream): a stream cannot be recorded and replayed; leave the operation unmarked, or drop the streaming response`},
 		{"path-template.yaml", `testdata/errors/path-template.yaml:4:3: path /things/{thing_id}: POST /things/{thing_id} does not declare the template parameter "thing_id" (a parameter with in: path)` + "\n" +
 			`testdata/errors/path-template.yaml:15:17: parameter "site_id" (in: path) of POST /invoices/{invoice_id}/pay is not in the path template`},

@@ -184,6 +184,8 @@ func (s *source) fingerprintHeaders(o *operation, mk marker, params openapi3.Par
 	for _, h := range mk.fingerprintHeaders.v {
 		p := findParam(params, openapi3.ParameterInHeader, h)
 		switch {
+		case p == nil && findParam(params, openapi3.ParameterInCookie, h) != nil:
+			errs.add(mk.fingerprintHeaders.pos, "%s.fingerprint-headers: %s %s declares %s as a cookie (in: cookie), not a header: cookies are never part of the fingerprint", MarkerExt, o.Method, o.Path, h)
 		case p == nil:
 			errs.add(mk.fingerprintHeaders.pos, "%s.fingerprint-headers: %s %s declares no header parameter %s (only declared headers reach the handler)", MarkerExt, o.Method, o.Path, h)
 		case o.Key.Header != "" && strings.EqualFold(p.Name, o.Key.Header):
