@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -12,11 +15,38 @@ import (
 	"github.com/idemgen/idemgen/examples/payments/service"
 )
 
+// txProtocol is how a hand-written handler wraps its business INSERT: begin opens the
+// transaction on the connection, commit ends it given the answer's JSON.
+type txProtocol interface {
+	begin(ctx context.Context, conn *pgx.Conn, r *http.Request, body []byte) error
+	commit(ctx context.Context, conn *pgx.Conn, answer []byte) error
+}
+
+// bare is no idempotency: BEGIN, the business INSERT, COMMIT.
+type bare struct{}
+
+func (bare) begin(ctx context.Context, conn *pgx.Conn, _ *http.Request, _ []byte) error {
+	_, err := conn.Exec(ctx, "BEGIN")
+	return err
+}
+
+func (bare) commit(ctx context.Context, conn *pgx.Conn, _ []byte) error {
+	_, err := conn.Exec(ctx, "COMMIT")
+	return err
+}
+
 // bareHandler is POST /payments written by hand with no idempotency: the same account
 // header, JSON body, validation against the spec (service.ValidateRequests), business
 // transaction (BEGIN; INSERT the payment through the example's sqlc query; COMMIT) and
 // JSON answer as the generated service.
 func bareHandler(pool *pgxpool.Pool) http.Handler {
+	return handWritten(pool, func() txProtocol { return bare{} })
+}
+
+// handWritten is POST /payments by hand: the account header, the JSON body, the business
+// INSERT wrapped by a new txProtocol per request, and the JSON answer, behind the same
+// request validation as the generated service.
+func handWritten(pool *pgxpool.Pool, newTx func() txProtocol) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /payments", func(w http.ResponseWriter, r *http.Request) {
 		account := r.Header.Get(service.AccountHeader)
@@ -24,41 +54,66 @@ func bareHandler(pool *pgxpool.Pool) http.Handler {
 			http.Error(w, "no account", http.StatusUnauthorized)
 			return
 		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, service.DefaultMaxBodyBytes))
 		var in api.NewPayment
-		if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, service.DefaultMaxBodyBytes)).Decode(&in); err != nil {
+		if err == nil {
+			err = json.Unmarshal(body, &in)
+		}
+		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
-		ctx := r.Context()
-		tx, err := pool.Begin(ctx)
+		out, err := insertPayment(r.Context(), pool, newTx(), r, body, in)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
-		}
-		defer tx.Rollback(ctx)
-		desc := pgtype.Text{}
-		if in.Description != nil {
-			desc = pgtype.Text{String: *in.Description, Valid: true}
-		}
-		p, err := db.New(tx).InsertPayment(ctx, db.InsertPaymentParams{
-			AccountID: account, Amount: in.Amount, Currency: in.Currency, Description: desc,
-			IdempotencyScope: account, IdempotencyKey: r.Header.Get("Idempotency-Key"),
-		})
-		if err == nil {
-			err = tx.Commit(ctx)
-		}
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		out := api.Payment{Id: p.ID, Amount: p.Amount, Currency: p.Currency, Status: api.Succeeded, CreatedAt: p.CreatedAt.Time.UTC()}
-		if p.Description.Valid {
-			out.Description = &p.Description.String
 		}
 		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Location", "/payments/"+p.ID)
+		w.Header().Set("Location", "/payments/"+out.Id)
 		w.WriteHeader(http.StatusCreated)
 		_ = json.NewEncoder(w).Encode(out)
 	})
 	return service.ValidateRequests(mux)
+}
+
+// insertPayment runs tx.begin, the example's sqlc INSERT and tx.commit on one connection
+// of pool (ROLLBACK on failure), and returns the answer.
+func insertPayment(ctx context.Context, pool *pgxpool.Pool, tx txProtocol, r *http.Request, body []byte, in api.NewPayment) (api.Payment, error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return api.Payment{}, err
+	}
+	defer conn.Release()
+	out, err := runBusiness(ctx, conn.Conn(), tx, r, body, in)
+	if err != nil && conn.Conn().PgConn().TxStatus() != 'I' {
+		_, _ = conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
+	}
+	return out, err
+}
+
+func runBusiness(ctx context.Context, conn *pgx.Conn, tx txProtocol, r *http.Request, body []byte, in api.NewPayment) (api.Payment, error) {
+	if err := tx.begin(ctx, conn, r, body); err != nil {
+		return api.Payment{}, err
+	}
+	desc := pgtype.Text{}
+	if in.Description != nil {
+		desc = pgtype.Text{String: *in.Description, Valid: true}
+	}
+	account := r.Header.Get(service.AccountHeader)
+	p, err := db.New(conn).InsertPayment(ctx, db.InsertPaymentParams{
+		AccountID: account, Amount: in.Amount, Currency: in.Currency, Description: desc,
+		IdempotencyScope: account, IdempotencyKey: r.Header.Get("Idempotency-Key"),
+	})
+	if err != nil {
+		return api.Payment{}, err
+	}
+	out := api.Payment{Id: p.ID, Amount: p.Amount, Currency: p.Currency, Status: api.Succeeded, CreatedAt: p.CreatedAt.Time.UTC()}
+	if p.Description.Valid {
+		out.Description = &p.Description.String
+	}
+	answer, err := json.Marshal(out)
+	if err != nil {
+		return api.Payment{}, err
+	}
+	return out, tx.commit(ctx, conn, answer)
 }

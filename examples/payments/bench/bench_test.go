@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/examples/payments/service"
@@ -34,6 +35,8 @@ var (
 	poolSize = flag.Int("pool", 16, "connections of the business pool (pgxpool MaxConns)")
 	setupSQL = flag.String("setup", "", "SQL run after the tables are created, e.g. to try another index set")
 	only     = flag.String("variants", "", "run only the variants whose names match this regexp besides bare (e.g. to profile one)")
+	settings = flag.String("settings", "", "extra server settings, comma-separated name=value (e.g. shared_buffers=1GB)")
+	stmts    = flag.Bool("statements", false, "BenchmarkHTTP: load pg_stat_statements and print each variant's statements per request (time, rows, WAL, blocks)")
 )
 
 // server is the durable throwaway cluster, started by the first benchmark that needs it.
@@ -60,7 +63,17 @@ func TestMain(m *testing.M) {
 func database(b *testing.B) (pool, claimPool *pgxpool.Pool) {
 	b.Helper()
 	server.once.Do(func() {
-		server.c, server.err = pgembed.Start(context.Background(), pgembed.Options{Durable: true})
+		opts := pgembed.Options{Durable: true, Settings: map[string]string{}}
+		for _, kv := range strings.Split(*settings, ",") {
+			if name, value, ok := strings.Cut(kv, "="); ok {
+				opts.Settings[strings.TrimSpace(name)] = strings.TrimSpace(value)
+			}
+		}
+		if *stmts {
+			opts.Settings["shared_preload_libraries"] = "pg_stat_statements"
+			opts.Settings["pg_stat_statements.track_planning"] = "on"
+		}
+		server.c, server.err = pgembed.Start(context.Background(), opts)
 	})
 	if server.err != nil {
 		b.Fatal(server.err)
@@ -92,6 +105,11 @@ func database(b *testing.B) (pool, claimPool *pgxpool.Pool) {
 	if err := service.Setup(ctx, pool); err != nil {
 		b.Fatal(err)
 	}
+	if *stmts {
+		if _, err := pool.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+			b.Fatal(err)
+		}
+	}
 	if *setupSQL != "" {
 		if _, err := pool.Exec(ctx, *setupSQL, pgx.QueryExecModeSimpleProtocol); err != nil {
 			b.Fatalf("-setup: %v", err)
@@ -106,8 +124,9 @@ type variant struct {
 	url  string
 }
 
-// serve starts the variants on loopback: the bare handler, the generated service, and the
-// generated service with a claim pool.
+// serve starts the variants on loopback: the bare handler, the bare handler with the
+// cheapest committed claim (floorHandler), the generated service, and the generated
+// service with a claim pool.
 func serve(b *testing.B, pool, claimPool *pgxpool.Pool) []variant {
 	b.Helper()
 	logf := func(format string, args ...any) { b.Errorf(format, args...) }
@@ -117,6 +136,8 @@ func serve(b *testing.B, pool, claimPool *pgxpool.Pool) []variant {
 		h    http.Handler
 	}{
 		{"bare", bareHandler(pool)},
+		{"claim-floor", handWritten(pool, func() txProtocol { return &claimFloor{} })},
+		{"protocol-floor", handWritten(pool, func() txProtocol { return &protocolFloor{} })},
 		{"idem", service.New(pool, service.Options{Logf: logf})},
 		{"idem+claimpool", service.New(pool, service.Options{Logf: logf, ClaimPool: claimPool})},
 	} {
@@ -320,6 +341,9 @@ func BenchmarkHTTP(b *testing.B) {
 				fmt.Printf("%-16s %8.0f %6.2f %7.2f %7.2f %10.2f %9.2f %8.0fµs %8.0fµs\n", v.name, median(s.rate), median(s.ratio),
 					median(s.p50), median(s.p99), median(s.wal), median(s.commits), median(s.pgCPU), median(s.goCPU))
 				b.ReportMetric(median(s.rate), v.name+"-req/s")
+				if *stmts {
+					defer printStatements(b, pool, v, c)
+				}
 				b.ReportMetric(median(s.p50), v.name+"-p50-ms")
 				if i > 0 {
 					b.ReportMetric(median(s.ratio), v.name+"/bare")
@@ -403,5 +427,47 @@ func BenchmarkBurst(b *testing.B) {
 				b.Errorf("%s: %d answers with status %d", k.name, statuses[i][code], code)
 			}
 		}
+	}
+}
+
+// printStatements runs v closed-loop once more (-round) and prints, from
+// pg_stat_statements, the statements it ran per request: calls, mean execution and
+// planning time (wall time: it includes waits for locks and WAL flushes), rows.
+func printStatements(b *testing.B, pool *pgxpool.Pool, v variant, c int) {
+	b.Helper()
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
+		b.Fatal(err)
+	}
+	r := closedLoop(b, pool, v.url, c, *roundDur)
+	rows, err := pool.Query(ctx, `SELECT calls, total_exec_time, total_plan_time, rows, wal_records, wal_bytes,
+		shared_blks_hit + shared_blks_read, shared_blks_dirtied, query
+		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+		AND calls >= $1 ORDER BY total_exec_time DESC`, r.n/2)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rows.Close()
+	fmt.Printf("\n%s, c=%d: %d requests; per request:\n%6s %9s %9s %6s %6s %8s %6s %6s  %s\n", v.name, c, r.n,
+		"calls", "exec µs", "plan µs", "rows", "WAL", "WAL B", "blocks", "dirt", "statement")
+	for rows.Next() {
+		var calls, nrows, walRecords, blocks, dirtied int64
+		var exec, plan float64
+		var walBytes pgtype.Numeric
+		var query string
+		if err := rows.Scan(&calls, &exec, &plan, &nrows, &walRecords, &walBytes, &blocks, &dirtied, &query); err != nil {
+			b.Fatal(err)
+		}
+		n := float64(r.n)
+		query = strings.Join(strings.Fields(query), " ")
+		if len(query) > 70 {
+			query = query[:70] + "..."
+		}
+		wb, _ := walBytes.Float64Value()
+		fmt.Printf("%6.2f %9.1f %9.1f %6.2f %6.2f %8.0f %6.2f %6.2f  %s\n", float64(calls)/n, exec*1000/n, plan*1000/n,
+			float64(nrows)/n, float64(walRecords)/n, wb.Float64/n, float64(blocks)/n, float64(dirtied)/n, query)
+	}
+	if err := rows.Err(); err != nil {
+		b.Fatal(err)
 	}
 }
