@@ -126,9 +126,10 @@
 // idem.claim, idem.business (the business function runs under its context, so the spans
 // it starts nest there; a retry after 40001/40P01 stays in the same span) with
 // idem.complete (the completion and COMMIT), and idem.replay or idem.reject for a replayed
-// or rejected answer. Each span carries the operation and its [Outcome]; the key, the
-// scope and the bodies are never handed to the tracer. When BEGIN and the own-row lock
-// travel in the claim's flight (see Flights), a pgx tracer shows them under idem.claim.
-// The package idem/idemotel adapts OpenTelemetry. Without a tracer the hooks cost no
-// allocation.
+// or rejected answer ([Store.Reject], the generated handler's refusal of a request before
+// Do, has idem.request and idem.reject too). Each span carries the operation and its
+// [Outcome]; the key, the scope and the bodies are never handed to the tracer. When BEGIN
+// and the own-row lock travel in the claim's flight (see Flights), a pgx tracer shows
+// them under idem.claim. The package idem/idemotel adapts OpenTelemetry. Without a
+// tracer the hooks cost no allocation.
 package idem
