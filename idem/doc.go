@@ -9,7 +9,8 @@
 //  1. validates the key before any SQL ([ParseKey]: 1–255 bytes of printable ASCII, the bare
 //     or the RFC 8941 sf-string form, one value only, never blank and never beginning or
 //     ending with a space, whether quoted, bare or in the body), and against the policy's
-//     [KeySchema] (the length, pattern and uuid format the spec declares); an invalid key is
+//     [KeySchema] (the length, pattern and uuid format the spec declares; a uuid key is used
+//     in lowercase, so one uuid in any case is one key); an invalid key is
 //     answered 400, and so is a missing key when the policy requires one; streamed bodies
 //     ([BufferMultipart], [BufferReader]) are read into memory, 413 past [WithMaxBodyBytes];
 //  2. claims (scope, key) with an autocommitted INSERT ... ON CONFLICT DO NOTHING of a

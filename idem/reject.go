@@ -95,8 +95,9 @@ func (s *Store) bufferBodies(p *Policy, parts []Part) *Response {
 }
 
 // StringKey returns the text of a key header that the package's own oapi-codegen output
-// types as something other than a string (format: uuid): nil when v is nil. The code
-// idemgen generates with -base=external uses it.
+// types as something other than a string (format: uuid, whose text is the canonical
+// lowercase form [KeySchema.Canonical] gives too): nil when v is nil. The code idemgen
+// generates with -base=external uses it.
 func StringKey[T fmt.Stringer](v *T) *string {
 	if v == nil {
 		return nil
