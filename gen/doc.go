@@ -137,7 +137,12 @@
 // writes (with -base=external it cannot: the spec must declare it). A declared key
 // header may have any string schema: its minLength, maxLength, pattern and format: uuid
 // become the policy's KeySchema, checked by the protocol before any SQL (400 naming the
-// rule); required: true makes the key required. In the base, the key header is an
+// rule); required: true makes the key required. A format: uuid key is one key in any
+// case: the protocol uses the uuid in lowercase (idem.KeySchema.Canonical), the form
+// oapi-codegen's uuid type yields under -base=external. (That type's decoder also takes
+// the {braced}, urn:uuid: and 32-digit spellings, and a malformed key fails its
+// parameter decoding, answered by the router's error handler; in idemgen's base the key
+// must be 8-4-4-4-12, else the protocol's 400.) In the base, the key header is an
 // optional plain string whatever the spec says, so that the protocol, not the parameter
 // decoder, answers a missing or malformed key.
 //

@@ -47,8 +47,10 @@ type call struct {
 // A policy that breaks a rule of [Policy] is an error wrapping [ErrInvalidPolicy], before any
 // SQL; a response body over the cap ([WithMaxResponseBytes]) is an error wrapping
 // [ErrResponseTooLarge], rolled back and released like any business error. A key that
-// breaks the policy's [KeySchema] is a 400; streamed bodies among parts ([BufferMultipart],
-// [BufferReader]) are read into memory first, a 413 past [WithMaxBodyBytes].
+// breaks the policy's [KeySchema] is a 400, one it accepts is used in its canonical form
+// ([KeySchema.Canonical]: a format uuid key in lowercase); streamed bodies among parts
+// ([BufferMultipart], [BufferReader]) are read into memory first, a 413 past
+// [WithMaxBodyBytes].
 func (s *Store) Do(ctx context.Context, p *Policy, rawKey *string, parts []Part, fn Func) (resp *Response, err error) {
 	if err := p.check(); err != nil {
 		return nil, err
@@ -68,7 +70,7 @@ func (s *Store) Do(ctx context.Context, p *Policy, rawKey *string, parts []Part,
 	}
 	key, err := ParseKey(*rawKey)
 	if err == nil {
-		err = p.KeySchema.Check(key)
+		key, err = p.KeySchema.Canonical(key)
 	}
 	if errors.Is(err, ErrInvalidPattern) {
 		return nil, err

@@ -9,7 +9,8 @@
 //  1. validates the key before any SQL ([ParseKey]: 1–255 bytes of printable ASCII, the bare
 //     or the RFC 8941 sf-string form, one value only, never blank and never beginning or
 //     ending with a space, whether quoted, bare or in the body), and against the policy's
-//     [KeySchema] (the length, pattern and uuid format the spec declares); an invalid key is
+//     [KeySchema] (the length, pattern and uuid format the spec declares; a uuid key is used
+//     in lowercase, so one uuid in any case is one key); an invalid key is
 //     answered 400, and so is a missing key when the policy requires one; streamed bodies
 //     ([BufferMultipart], [BufferReader]) are read into memory, 413 past [WithMaxBodyBytes];
 //  2. claims (scope, key) with an autocommitted INSERT ... ON CONFLICT DO NOTHING of a
@@ -126,9 +127,10 @@
 // idem.claim, idem.business (the business function runs under its context, so the spans
 // it starts nest there; a retry after 40001/40P01 stays in the same span) with
 // idem.complete (the completion and COMMIT), and idem.replay or idem.reject for a replayed
-// or rejected answer. Each span carries the operation and its [Outcome]; the key, the
-// scope and the bodies are never handed to the tracer. When BEGIN and the own-row lock
-// travel in the claim's flight (see Flights), a pgx tracer shows them under idem.claim.
-// The package idem/idemotel adapts OpenTelemetry. Without a tracer the hooks cost no
-// allocation.
+// or rejected answer ([Store.Reject], the generated handler's refusal of a request before
+// Do, has idem.request and idem.reject too). Each span carries the operation and its
+// [Outcome]; the key, the scope and the bodies are never handed to the tracer. When BEGIN
+// and the own-row lock travel in the claim's flight (see Flights), a pgx tracer shows
+// them under idem.claim. The package idem/idemotel adapts OpenTelemetry. Without a
+// tracer the hooks cost no allocation.
 package idem

@@ -3,13 +3,15 @@ package idem
 import (
 	"fmt"
 	"regexp"
+	"strings"
 	"sync"
 )
 
 // KeySchema is what an operation's spec declares about the value of its idempotency key
 // (the string schema of the key header, or of the body property holding it). [Store.Do]
-// checks a key against it after [ParseKey] and before any SQL, and answers a key that
-// breaks it with a 400 problem naming the rule. The zero value constrains nothing.
+// checks a key against it after [ParseKey] and before any SQL, answers a key that breaks
+// it with a 400 problem naming the rule, and uses a key it accepts in its canonical form
+// ([KeySchema.Canonical]). The zero value constrains nothing.
 type KeySchema struct {
 	// MinLength and MaxLength bound the key's length in characters (a key is ASCII, so
 	// bytes); 0 means no bound. MaxKeyLen applies whatever MaxLength says.
@@ -18,8 +20,11 @@ type KeySchema struct {
 	// Pattern is the schema's regular expression, unanchored as in JSON Schema, in the
 	// syntax of Go's regexp (RE2; idemgen refuses a spec pattern it cannot compile).
 	Pattern string
-	// Format "uuid" requires the RFC 9562 text form (8-4-4-4-12 hex digits, any case).
-	// Other formats are not checked.
+	// Format "uuid" requires the RFC 9562 text form (8-4-4-4-12 hex digits, any case), and
+	// the key is that uuid in lowercase: one uuid in any case is one idempotency key. That
+	// is the text oapi-codegen's uuid type gives (a key header under -base=external, a
+	// body key in every base), so every way a uuid key arrives agrees. Other formats are
+	// not checked.
 	Format string
 
 	once sync.Once
@@ -55,6 +60,21 @@ func (k *KeySchema) Check(key string) error {
 		return fmt.Errorf("%w: does not match the pattern %q", ErrInvalidKey, k.Pattern)
 	}
 	return nil
+}
+
+// Canonical checks key like [KeySchema.Check] and returns the idempotency key the protocol
+// uses (stored, compared, handed to the business function by [KeyFromContext]): under
+// Format "uuid" the key's canonical form, lowercase 8-4-4-4-12, so that one uuid in
+// any case is one key (the form oapi-codegen's uuid type gives the key under
+// -base=external); otherwise key as it is. The rules are checked on key as received.
+func (k *KeySchema) Canonical(key string) (string, error) {
+	if err := k.Check(key); err != nil {
+		return "", err
+	}
+	if k != nil && k.Format == "uuid" {
+		return strings.ToLower(key), nil // no allocation when key is lowercase already
+	}
+	return key, nil
 }
 
 // compile compiles Pattern once; nil when there is none.

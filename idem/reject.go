@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,8 +52,18 @@ func (s *Store) problem(o Outcome, p Problem, retryAfter int) *Response {
 // Reject answers a request of operation p that the generated handler refuses before
 // [Store.Do]: err wrapping [ErrInvalidKey] (a body key that is not a string) is a 400,
 // [ErrBodyTooLarge] a 413, a *[Problem] itself; anything else a 400 with err's text. The
-// response is rendered like the protocol's own rejections.
-func (s *Store) Reject(p *Policy, err error) *Response {
+// response is rendered like the protocol's own rejections. With a tracer ([WithTracer])
+// the call has the spans of a rejection by Do: idem.request, a child of the span in ctx,
+// with idem.reject under it, both carrying the response's outcome and status.
+func (s *Store) Reject(ctx context.Context, p *Policy, err error) *Response {
+	_, endSpan := s.traceRequest(ctx, p)
+	resp := s.rejection(p, err)
+	endSpan(resp, nil)
+	return resp
+}
+
+// rejection is Reject's response, without spans (Do's own rejections are in its span).
+func (s *Store) rejection(p *Policy, err error) *Response {
 	var pr *Problem
 	detail := strings.TrimPrefix(err.Error(), "idem: ")
 	switch {
@@ -77,15 +88,16 @@ func (s *Store) bufferBodies(p *Policy, parts []Part) *Response {
 			continue
 		}
 		if err := b.buffer(s.maxBody); err != nil {
-			return s.Reject(p, err)
+			return s.rejection(p, err)
 		}
 	}
 	return nil
 }
 
 // StringKey returns the text of a key header that the package's own oapi-codegen output
-// types as something other than a string (format: uuid): nil when v is nil. The code
-// idemgen generates with -base=external uses it.
+// types as something other than a string (format: uuid, whose text is the canonical
+// lowercase form [KeySchema.Canonical] gives too): nil when v is nil. The code idemgen
+// generates with -base=external uses it.
 func StringKey[T fmt.Stringer](v *T) *string {
 	if v == nil {
 		return nil

@@ -8,7 +8,7 @@ import (
 // Span names a phase of the protocol that a [Tracer] sees as a span. The values are the
 // span names (idem/idemotel uses them as they are).
 //
-//	idem.request            one call of Store.Do, parent of the others
+//	idem.request            one call of Store.Do (or of Store.Reject), parent of the others
 //	├─ idem.claim           claim, takeover or reclaim, or the read that decides the answer
 //	├─ idem.business        the business transaction: own-row lock, the business function
 //	│  │                    (which runs under this span's context), retries, completion

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"fmt"
 	"testing"
 )
 
@@ -26,5 +27,17 @@ func TestNoTracerAllocatesNothing(t *testing.T) {
 	resp := &Response{}
 	if n := testing.AllocsPerRun(100, func() { r, _ := call(ctx); *resp = *r }); n > 1 {
 		t.Errorf("%v allocations per call without a tracer, want 1 (the response)", n)
+	}
+}
+
+// Store.Reject without a tracer allocates what its response needs and nothing for spans.
+func TestNoTracerRejectAllocatesNothingMore(t *testing.T) {
+	s := &Store{render: renderProblemJSON, observe: func(string, Outcome) {}}
+	p := &Policy{Operation: "createThing"}
+	err := fmt.Errorf("%w: the body's /key is a float64, not a string", ErrInvalidKey)
+	ctx := context.Background()
+	bare := testing.AllocsPerRun(100, func() { _ = s.rejection(p, err) })
+	if n := testing.AllocsPerRun(100, func() { _ = s.Reject(ctx, p, err) }); n != bare {
+		t.Errorf("%v allocations per Reject without a tracer, want %v (the response's alone)", n, bare)
 	}
 }

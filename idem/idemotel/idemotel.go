@@ -4,8 +4,8 @@
 //
 // Spans (kind internal; names are [idem.Span]'s):
 //
-//	idem.request            one call of Store.Do, a child of the span in its context
-//	                        (the HTTP server span, e.g. otelhttp's)
+//	idem.request            one call of Store.Do (or Store.Reject), a child of the span
+//	                        in its context (the HTTP server span, e.g. otelhttp's)
 //	├─ idem.claim           the claim phase; its statements' spans (a pgx tracer's) nest
 //	│                       under it
 //	├─ idem.business        the business transaction; the business function runs under

@@ -419,3 +419,29 @@ after retention
       idem.complete outcome=completed
 `)
 }
+
+// A request the generated handler refuses before Store.Do (a body key that is not a
+// string, a body over the limit) has the spans of Do's own rejections, under the span in
+// the context given to Store.Reject.
+func TestRejectBeforeDo(t *testing.T) {
+	e := newEnv(t)
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"body key not a string", fmt.Errorf("%w: the body's /key is a float64, not a string", idem.ErrInvalidKey)},
+		{"body too large", idem.ErrBodyTooLarge},
+	} {
+		ctx, span := e.tracer.Start(context.Background(), c.name)
+		e.store.Reject(ctx, policy, c.err)
+		span.End()
+	}
+	e.wantTree(`
+body key not a string
+  idem.request outcome=invalid_key status=400
+    idem.reject outcome=invalid_key status=400
+body too large
+  idem.request outcome=rejected status=413
+    idem.reject outcome=rejected status=413
+`)
+}

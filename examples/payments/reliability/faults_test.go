@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/examples/payments/service"
 	"github.com/idemgen/idemgen/internal/pgbouncer"
 	"github.com/idemgen/idemgen/internal/pgembed"
 	"github.com/idemgen/idemgen/internal/pgtest"
@@ -204,13 +207,22 @@ func TestKillReplicaInFlight(t *testing.T) {
 }
 
 // The database connections of five owners are terminated (pg_terminate_backend) while
-// they are inside their business transactions. Each owner's next statement fails: it
-// rolls back, releases its claim, and answers 500. The retry (on another replica)
-// executes exactly once; the one after it replays.
+// they are inside their business transactions, after inserting their payment. Each
+// owner's next statement (its completion) fails: it rolls back, releases its claim, and
+// answers 500, logging the termination (SQLSTATE 57P01) as the cause. The retry (on
+// another replica) executes exactly once; the one after it replays.
+//
+// The owners' replica is the server's handler in-process (as in badinput_test.go), so
+// that its downstream call is a gate the test holds: the owners stay in their business
+// transactions until their backends have been terminated and have exited, however slow
+// the machine. (A fixed delay raced the terminations under load: an owner whose delay ran
+// out first completed, and fewer backends were terminated.)
 func TestOwnerConnectionTerminated(t *testing.T) {
 	url := pgtest.NewDB(t)
-	srv := startPayments(t, "replica", url, "-delay", "1500ms")
-	fast := startPayments(t, "replica-2", url)
+	fast := startPayments(t, "replica-2", url) // applies the schemas
+	gate := newDownstreamGate(t)
+	logs := &lockedLines{}
+	srv := startInProcess(t, url, service.Options{Downstream: gate.call, Logf: logs.add})
 	d := openDB(t, url)
 	const n = 5
 	const account = "acct-terminate"
@@ -220,19 +232,39 @@ func TestOwnerConnectionTerminated(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		keys[i] = fmt.Sprintf("term-%d", i)
-		wg.Go(func() { first[i] = pay(context.Background(), srv.url, account, keys[i]) })
+		wg.Go(func() { first[i] = pay(context.Background(), srv, account, keys[i]) })
 	}
-	d.waitFor(inBusiness(n), 30*time.Second)
-	killed := d.int(`SELECT count(*) FROM (SELECT pg_terminate_backend(pid) ` + ownersInBusiness + `) s`)
+	gate.waitArrived(n, 60*time.Second)
+	// Every owner is now held in its downstream call: idle in transaction after its
+	// InsertPayment, until the gate opens.
+	if got := d.int(`SELECT count(*) ` + ownersInBusiness); got != n {
+		t.Fatalf("%d owners idle in their business transactions while held, want %d", got, n)
+	}
+	var pids []int32
+	rows, err := d.pool.Query(context.Background(), `WITH owners AS MATERIALIZED (SELECT pid `+ownersInBusiness+`)
+		SELECT pid FROM owners WHERE pg_terminate_backend(pid)`)
+	if err == nil {
+		pids, err = pgx.CollectRows(rows, pgx.RowTo[int32])
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pids) != n {
+		t.Fatalf("terminated %d backends, want %d", len(pids), n)
+	}
+	// pg_terminate_backend only signals: open the gate once the backends have exited, so
+	// that each owner's next statement meets a closed connection.
+	d.waitFor(`NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = ANY($1))`, 30*time.Second, pids)
+	gate.open()
 	wg.Wait()
-	if killed != n {
-		t.Fatalf("terminated %d backends, want %d", killed, n)
-	}
 	for i, r := range first {
 		tl.add(r)
 		if r.err != nil || r.status != http.StatusInternalServerError || r.header.Get("Content-Type") != "application/problem+json" {
 			t.Errorf("owner of %s whose connection was terminated: %s, want a 500 problem", keys[i], r)
 		}
+	}
+	if got := logs.count("SQLSTATE 57P01"); got != n {
+		t.Errorf("%d of the owners' 500s were logged with the termination (SQLSTATE 57P01) as cause, want %d; log:\n%s", got, n, logs)
 	}
 	if p, k := d.int(`SELECT count(*) FROM payments`), d.int(`SELECT count(*) FROM idempotency_keys`); p != 0 || k != 0 {
 		t.Fatalf("after the terminations: %d payments, %d keys; want 0, 0 (rolled back, released)", p, k)
@@ -248,11 +280,14 @@ func TestOwnerConnectionTerminated(t *testing.T) {
 		if !d.committed(key, r) {
 			lost++
 		}
-		again := pay(context.Background(), srv.url, account, key)
+		again := pay(context.Background(), srv, account, key)
 		tl.add(again)
 		if !again.replayed() || string(again.body) != string(r.body) {
 			t.Errorf("second retry of %s: %s, want a replay of %s", key, again, r.body)
 		}
+	}
+	if got := gate.arrivals(); got != n {
+		t.Errorf("%d downstream calls on the owners' replica, want %d (the owners only)", got, n)
 	}
 	duplicates := d.exactlyOnce(keys)
 	result(t, &tl, n, duplicates, lost, "")

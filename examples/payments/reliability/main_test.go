@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +26,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"gopkg.in/yaml.v3"
 
+	"github.com/idemgen/idemgen/examples/payments/service"
 	"github.com/idemgen/idemgen/gen"
 	"github.com/idemgen/idemgen/internal/pgtest"
 )
@@ -353,6 +356,107 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// ---- in-process servers ------------------------------------------------------------
+
+// startInProcess serves the handler the server binary serves (service.New on
+// service.Open's pools, as cmd/server wires it) on loopback, in this process, with opts
+// (for hooks a process cannot take, such as Options.Downstream). It returns the base URL.
+// Unlike the processes, it runs the committed handlers (the spec's lease and timeout).
+func startInProcess(t *testing.T, databaseURL string, opts service.Options) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	d, err := service.Open(ctx, databaseURL, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	opts.ClaimPool = d.ClaimPool
+	srv := httptest.NewServer(service.New(d.Pool, opts))
+	t.Cleanup(srv.Close) // before d.Close: waits for the handlers
+	return srv.URL
+}
+
+// downstreamGate is a service.Options.Downstream that holds every call (inside its
+// owner's business transaction) until the test opens the gate. It does not follow the
+// call's context: the operation's timeout does not end the hold, so how long the test
+// takes to act on the held owners does not matter. The test's end (t.Context) does.
+type downstreamGate struct {
+	t       *testing.T
+	ctx     context.Context
+	arrived chan struct{} // one send per call, buffered
+	opened  chan struct{}
+	once    sync.Once
+	calls   atomic.Int32
+}
+
+func newDownstreamGate(t *testing.T) *downstreamGate {
+	return &downstreamGate{t: t, ctx: t.Context(), arrived: make(chan struct{}, 1024), opened: make(chan struct{})}
+}
+
+func (g *downstreamGate) call(context.Context) error {
+	g.calls.Add(1)
+	g.arrived <- struct{}{}
+	select {
+	case <-g.opened:
+		return nil
+	case <-g.ctx.Done():
+		return errors.New("downstream call: the test ended with the gate closed")
+	}
+}
+
+// waitArrived waits until n calls are held; after limit it fails the test (call it from
+// the test's goroutine).
+func (g *downstreamGate) waitArrived(n int, limit time.Duration) {
+	g.t.Helper()
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	for i := range n {
+		select {
+		case <-g.arrived:
+		case <-timer.C:
+			g.t.Fatalf("%d of %d downstream calls arrived within %v", i, n, limit)
+		}
+	}
+}
+
+// open lets the held calls (and every later one) return.
+func (g *downstreamGate) open() { g.once.Do(func() { close(g.opened) }) }
+
+// arrivals is the number of calls so far.
+func (g *downstreamGate) arrivals() int { return int(g.calls.Load()) }
+
+// lockedLines collects log lines (a service.Options.Logf) from concurrent handlers.
+type lockedLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *lockedLines) add(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+}
+
+// count is the number of lines containing substr.
+func (l *lockedLines) count(substr string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, line := range l.lines {
+		if strings.Contains(line, substr) {
+			n++
+		}
+	}
+	return n
+}
+
+func (l *lockedLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
 }
 
 // ---- HTTP --------------------------------------------------------------------------

@@ -236,3 +236,25 @@ func TestValidationBeforeTheClaim(t *testing.T) {
 		t.Errorf("the corrected request with the same key: %d %s", r.status, r.body)
 	}
 }
+
+// The key header is format uuid: one uuid in any case is one idempotency key (its
+// canonical, lowercase form, the one oapi-codegen's uuid type yields under
+// -base=external), so a retry that spells it in another case replays.
+func TestUUIDKeyAnyCase(t *testing.T) {
+	srv, impl, pool := keyspecServer(t)
+	upper := strings.ToUpper(uuidKey)
+	first := send(t, srv, "POST", "/transfers", map[string]string{"x-idempotency-key": upper}, "application/json", `{"amount": 5}`)
+	if first.status != 201 {
+		t.Fatalf("first, uppercase key: %d %s", first.status, first.body)
+	}
+	again := send(t, srv, "POST", "/transfers", map[string]string{"x-idempotency-key": uuidKey}, "application/json", `{"amount": 5}`)
+	if again.status != 201 || again.header.Get(idem.ReplayedHeader) != "true" || again.body != first.body {
+		t.Errorf("retry, lowercase key: %d %v %s, want a replay of %s", again.status, again.header, again.body, first.body)
+	}
+	if n := impl.calls.Load(); n != 1 {
+		t.Errorf("business ran %d times, want 1", n)
+	}
+	if n := count(t, pool, `SELECT count(*) FROM idempotency_keys WHERE key = '`+uuidKey+`'`); n != 1 {
+		t.Errorf("%d keys stored as %s, want 1 (the canonical form)", n, uuidKey)
+	}
+}

@@ -70,7 +70,7 @@ type idempotentServer struct {
 func (s *idempotentServer) CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
 	key, err := idem.KeyFromBody(request.Body, "/idempotency_key")
 	if err != nil {
-		return idemResponse{s.store.Reject(createPaymentPolicy, err)}, nil
+		return idemResponse{s.store.Reject(ctx, createPaymentPolicy, err)}, nil
 	}
 	parts := []idem.Part{
 		{Name: "body", Value: request.Body},
@@ -92,7 +92,7 @@ func (s *idempotentServer) CreatePayment(ctx context.Context, request CreatePaym
 func (s *idempotentServer) RefundPayment(ctx context.Context, request RefundPaymentRequestObject) (RefundPaymentResponseObject, error) {
 	key, err := idem.KeyFromBody(request.Body, "/meta/request_key")
 	if err != nil {
-		return idemResponse{s.store.Reject(refundPaymentPolicy, err)}, nil
+		return idemResponse{s.store.Reject(ctx, refundPaymentPolicy, err)}, nil
 	}
 	parts := []idem.Part{
 		{Name: "body", Value: request.Body},

@@ -89,7 +89,7 @@ type idempotentServer struct {
 func (s *idempotentServer) CreateCharge(ctx context.Context, request CreateChargeRequestObject) (CreateChargeResponseObject, error) {
 	key, err := idem.KeyFromBody(request.Body, "/idempotency_key")
 	if err != nil {
-		return idemResponse{s.store.Reject(createChargePolicy, err)}, nil
+		return idemResponse{s.store.Reject(ctx, createChargePolicy, err)}, nil
 	}
 	parts := []idem.Part{
 		{Name: "body", Value: request.Body},
