@@ -29,7 +29,7 @@ import (
 )
 
 var (
-	rounds   = flag.Int("rounds", 5, "BenchmarkHTTP: interleaved rounds per concurrency")
+	rounds   = flag.Int("rounds", 5, "BenchmarkHTTP: interleaved rounds per concurrency (fewer than 3 gives no usable median)")
 	roundDur = flag.Duration("round", 3*time.Second, "BenchmarkHTTP: length of one variant's run in a round")
 	bursts   = flag.Int("bursts", 30, "BenchmarkBurst: bursts of 50 per variant")
 	poolSize = flag.Int("pool", 16, "connections of the business pool (pgxpool MaxConns)")
@@ -45,6 +45,9 @@ var server struct {
 	c    *pgembed.Cluster
 	err  error
 	seq  atomic.Int64
+
+	dbURL string          // the database of the benchmark running now
+	pools []*pgxpool.Pool // its pools, whose backends readCounters makes report statistics
 }
 
 func TestMain(m *testing.M) {
@@ -102,6 +105,7 @@ func database(b *testing.B) (pool, claimPool *pgxpool.Pool) {
 		return p
 	}
 	pool, claimPool = open(*poolSize), open(service.ClaimPoolSize)
+	server.dbURL, server.pools = server.c.DatabaseURL(name), []*pgxpool.Pool{pool, claimPool}
 	if err := service.Setup(ctx, pool); err != nil {
 		b.Fatal(err)
 	}
@@ -183,16 +187,38 @@ func newKey() string { return fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), 
 // servers).
 type counters struct {
 	walSyncs, commits int64
+	pings, own        int64 // transactions of readCounters itself (see there)
 	pgCPU, goCPU      time.Duration
 }
 
-// readCounters waits for the backends to flush their statistics (at most once a second
-// when idle) and reads the counters.
-func readCounters(b *testing.B, pool *pgxpool.Pool) counters {
+// readCounters reads the counters once every backend of the benchmark's database has
+// written its statistics. A busy PostgreSQL 15 backend writes them at the end of a
+// transaction at most once a second, an idle one only every 10 s: so readCounters waits
+// a second after the load, then runs one transaction on every connection of the pools
+// (pings: counted in this reading), and reads on a connection of its own (own: counted
+// when it closes, in the next window). The wait also lets the WAL writer report.
+func readCounters(b *testing.B) counters {
 	b.Helper()
-	time.Sleep(1500 * time.Millisecond)
+	ctx := context.Background()
+	time.Sleep(1100 * time.Millisecond)
 	var c counters
-	err := pool.QueryRow(context.Background(), `SELECT (SELECT wal_sync FROM pg_stat_wal),
+	for _, p := range server.pools {
+		for _, conn := range p.AcquireAllIdle(ctx) {
+			_, err := conn.Exec(ctx, "SELECT 1")
+			conn.Release()
+			if err != nil {
+				b.Fatal(err)
+			}
+			c.pings++
+		}
+	}
+	conn, err := pgx.Connect(ctx, server.dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	c.own = 1
+	err = conn.QueryRow(ctx, `SELECT (SELECT wal_sync FROM pg_stat_wal),
 		(SELECT xact_commit FROM pg_stat_database WHERE datname = current_database())`).Scan(&c.walSyncs, &c.commits)
 	if err != nil {
 		b.Fatal(err)
@@ -207,7 +233,8 @@ func readCounters(b *testing.B, pool *pgxpool.Pool) counters {
 }
 
 // postgresCPU sums the user and system time of the cluster's postmaster and its
-// children, from /proc (clock ticks of 10 ms).
+// children, living and exited (the postmaster's cutime and cstime), from /proc (clock
+// ticks of 10 ms).
 func postgresCPU(b *testing.B) time.Duration {
 	b.Helper()
 	pidFile, err := os.ReadFile(filepath.Join(server.c.DataDir(), "postmaster.pid"))
@@ -225,7 +252,7 @@ func postgresCPU(b *testing.B) time.Duration {
 		}
 		_, rest, _ := strings.Cut(string(data), ") ")
 		f := strings.Fields(rest) // f[0] is field 3 (state); ppid is field 4, utime 14, stime 15
-		if len(f) < 13 {
+		if len(f) < 15 {
 			continue
 		}
 		pid := strings.TrimSuffix(filepath.Base(filepath.Dir(path)), "/")
@@ -235,6 +262,11 @@ func postgresCPU(b *testing.B) time.Duration {
 		utime, _ := strconv.ParseInt(f[11], 10, 64)
 		stime, _ := strconv.ParseInt(f[12], 10, 64)
 		ticks += utime + stime
+		if pid == postmaster { // and the backends that exited (readCounters closes them)
+			cutime, _ := strconv.ParseInt(f[13], 10, 64)
+			cstime, _ := strconv.ParseInt(f[14], 10, 64)
+			ticks += cutime + cstime
+		}
 	}
 	return time.Duration(ticks) * 10 * time.Millisecond
 }
@@ -251,9 +283,9 @@ type run struct {
 func (r run) rate() float64 { return float64(r.n) / r.elapsed.Seconds() }
 
 // closedLoop runs c clients for d against url, each with a fresh key per request.
-func closedLoop(b *testing.B, pool *pgxpool.Pool, url string, c int, d time.Duration) run {
+func closedLoop(b *testing.B, url string, c int, d time.Duration) run {
 	b.Helper()
-	before := readCounters(b, pool)
+	before := readCounters(b)
 	lats := make([][]time.Duration, c)
 	var failed atomic.Int64
 	start := time.Now()
@@ -275,13 +307,21 @@ func closedLoop(b *testing.B, pool *pgxpool.Pool, url string, c int, d time.Dura
 	wg.Wait()
 	r := run{elapsed: time.Since(start), lat: slices.Concat(lats...)}
 	r.n = len(r.lat)
-	after := readCounters(b, pool)
+	after := readCounters(b)
 	r.walSyncs = float64(after.walSyncs-before.walSyncs) / float64(r.n)
-	// minus the counters' own read-only transaction
-	r.commits = float64(after.commits-before.commits-1) / float64(r.n)
+	// minus readCounters' own transactions that fell in the window
+	r.commits = float64(after.commits-before.commits-before.own-after.pings) / float64(r.n)
 	r.pgCPU = float64((after.pgCPU - before.pgCPU).Microseconds()) / float64(r.n)
 	r.goCPU = float64((after.goCPU - before.goCPU).Microseconds()) / float64(r.n)
 	return r
+}
+
+// plural is "1 round", "5 rounds".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 func percentile(lat []time.Duration, p float64) time.Duration {
@@ -310,7 +350,7 @@ func BenchmarkHTTP(b *testing.B) {
 		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
 			// Warm up every variant: connections, statement caches, the table.
 			for _, v := range vs {
-				closedLoop(b, pool, v.url, c, 500*time.Millisecond)
+				closedLoop(b, v.url, c, 500*time.Millisecond)
 			}
 			type stats struct{ rate, p50, p99, wal, commits, pgCPU, goCPU, ratio []float64 }
 			per := make([]stats, len(vs))
@@ -318,7 +358,7 @@ func BenchmarkHTTP(b *testing.B) {
 				rates := make([]float64, len(vs))
 				for j := range vs {
 					i := (round + j) % len(vs)
-					r := closedLoop(b, pool, vs[i].url, c, *roundDur)
+					r := closedLoop(b, vs[i].url, c, *roundDur)
 					rates[i] = r.rate()
 					s := &per[i]
 					s.rate = append(s.rate, r.rate())
@@ -333,7 +373,10 @@ func BenchmarkHTTP(b *testing.B) {
 					per[i].ratio = append(per[i].ratio, rates[i]/rates[0])
 				}
 			}
-			fmt.Printf("\nc=%d, %d rounds of %v, medians (ratio: req/s over bare's, same round)\n", c, *rounds, *roundDur)
+			fmt.Printf("\nc=%d, %s of %v, medians (ratio: req/s over bare's, same round)\n", c, plural(*rounds, "round"), *roundDur)
+			if *rounds < 3 || *roundDur < 3*time.Second {
+				fmt.Println("warning: fewer than 3 rounds or rounds shorter than 3s: the ratios are noise on a shared machine")
+			}
 			fmt.Printf("%-16s %8s %6s %7s %7s %10s %9s %10s %10s\n", "variant", "req/s", "ratio", "p50 ms", "p99 ms",
 				"WAL sync/r", "commits/r", "PG CPU/r", "Go CPU/r")
 			for i, v := range vs {
@@ -439,7 +482,7 @@ func printStatements(b *testing.B, pool *pgxpool.Pool, v variant, c int) {
 	if _, err := pool.Exec(ctx, "SELECT pg_stat_statements_reset()"); err != nil {
 		b.Fatal(err)
 	}
-	r := closedLoop(b, pool, v.url, c, *roundDur)
+	r := closedLoop(b, v.url, c, *roundDur)
 	rows, err := pool.Query(ctx, `SELECT calls, total_exec_time, total_plan_time, rows, wal_records, wal_bytes,
 		shared_blks_hit + shared_blks_read, shared_blks_dirtied, query
 		FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
