@@ -159,10 +159,11 @@ WHERE (k.scope, k.key) IN (
   AND (k.status = 'completed' OR k.leased_until <= now());
 
 -- Processing rows past their lease: claims whose owner is gone and no retry came yet.
+-- completed_at IS NULL (true of every processing row) selects the partial index.
 -- name: CountStaleProcessing :one
 SELECT count(*)::bigint AS stale
 FROM idempotency_keys
-WHERE status = 'processing' AND leased_until <= now();
+WHERE completed_at IS NULL AND status = 'processing' AND leased_until <= now();
 
 -- Payloads (operation + fingerprint) seen under more than one key in a scope since
 -- since_us ago: clients that mint a new idempotency key per retry.

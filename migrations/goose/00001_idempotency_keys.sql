@@ -27,9 +27,14 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
 CREATE INDEX IF NOT EXISTS idempotency_keys_expires_at_idx
     ON idempotency_keys (expires_at);
 
--- processing rows past their lease (a metric; a stuck claim is reclaimed by the next retry)
-CREATE INDEX IF NOT EXISTS idempotency_keys_processing_leased_until_idx
-    ON idempotency_keys (leased_until) WHERE status = 'processing';
+-- claims not completed whose lease ended (the stale-claims gauge; a stuck claim is
+-- reclaimed by the next retry). The predicate is completed_at IS NULL, which holds exactly
+-- for processing rows, and not status = 'processing': the protocol's statements on one
+-- key say status = 'processing', and an index whose predicate they imply is one the
+-- planner may pick for them on a small table, then filter every claim it holds for the
+-- key (idem's TestKeyStatementsUseThePrimaryKey).
+CREATE INDEX IF NOT EXISTS idempotency_keys_unfinished_leased_until_idx
+    ON idempotency_keys (leased_until) WHERE completed_at IS NULL;
 
 -- recent claims, for the payloads seen under several keys within a window (clients that
 -- mint a new key per retry). Appended to in time order, as expires_at is: of the indexes

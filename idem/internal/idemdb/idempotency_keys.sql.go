@@ -155,10 +155,11 @@ func (q *Queries) CompleteKeyAt(ctx context.Context, arg CompleteKeyAtParams) (i
 const countStaleProcessing = `-- name: CountStaleProcessing :one
 SELECT count(*)::bigint AS stale
 FROM idempotency_keys
-WHERE status = 'processing' AND leased_until <= now()
+WHERE completed_at IS NULL AND status = 'processing' AND leased_until <= now()
 `
 
 // Processing rows past their lease: claims whose owner is gone and no retry came yet.
+// completed_at IS NULL (true of every processing row) selects the partial index.
 func (q *Queries) CountStaleProcessing(ctx context.Context) (int64, error) {
 	row := q.db.QueryRow(ctx, countStaleProcessing)
 	var stale int64
