@@ -89,6 +89,19 @@ func TestKeyStatementsUseThePrimaryKey(t *testing.T) {
 		SELECT 's', 'c' || g, 'op', '\x00', 'completed', g, now() - interval '1 minute', now() - interval '1 second', now()
 		FROM generate_series(1, 5000) AS g`)
 	check("5000 stale processing and 5000 expired completed rows, not analyzed")
+
+	// The stale-claims gauge, on a table of mostly completed rows, reads the partial index.
+	exec(`INSERT INTO idempotency_keys (scope, key, operation, fingerprint, status, lease_token, leased_until, expires_at, completed_at)
+		SELECT 's', 'd' || g, 'op', '\x00', 'completed', g, now() - interval '1 minute', now() + interval '1 day', now()
+		FROM generate_series(1, 200000) AS g`)
+	exec("DELETE FROM idempotency_keys WHERE status = 'processing' AND key > 'p1000'")
+	exec("ANALYZE idempotency_keys")
+	exec("DEALLOCATE ALL")
+	stale := recorded(func(q *idemdb.Queries) { _, _ = q.CountStaleProcessing(ctx) })
+	exec("PREPARE p AS " + stale.SQL)
+	if plan := strings.Join(exec("EXPLAIN EXECUTE p"), "\n"); !strings.Contains(plan, "idempotency_keys_unfinished_leased_until_idx") {
+		t.Errorf("CountStaleProcessing does not read the partial index of unfinished claims:\n%s", plan)
+	}
 }
 
 // recorded returns the statement call sends through its Queries.
@@ -113,8 +126,13 @@ func (r *statementRecorder) Query(_ context.Context, sql string, args ...any) (p
 
 func (r *statementRecorder) QueryRow(_ context.Context, sql string, args ...any) pgx.Row {
 	r.got = idemdb.Statement{SQL: sql, Args: args}
-	return nil
+	return failedRow{}
 }
+
+// failedRow is the row of a statement that was recorded, not sent.
+type failedRow struct{}
+
+func (failedRow) Scan(...any) error { return errors.New("recorded") }
 
 // literals renders statement arguments as SQL literals for EXECUTE.
 func literals(t *testing.T, args []any) string {
