@@ -196,7 +196,8 @@
 //   - several declared headers that could carry the key, a declared key header whose
 //     schema is not a string, or whose pattern Go's regexp cannot compile, declared
 //     required while the marker says required: false; a fingerprint header the operation
-//     does not declare as a header (a cookie is never part of the fingerprint);
+//     does not declare as a header (a cookie is never part of the fingerprint), or that
+//     is the key header; each located at its item of the fingerprint-headers list;
 //   - a body pointer on an operation without a JSON body, or accepting several content
 //     types, or naming no property, or a non-string one.
 //

@@ -262,8 +262,20 @@ func TestErrors(t *testing.T) {
 		{"bad-pattern.yaml", "testdata/errors/bad-pattern.yaml:7:7: x-idempotent: the key's pattern \"^(?!test)[a-z]+$\" is not one Go's regexp (RE2) can check: error parsing regexp: invalid or unsupported Perl syntax: `(?!`"},
 		{"methods-safe.yaml", `testdata/errors/methods-safe.yaml:4:19: x-idempotent-defaults.methods: GET is a safe method, idempotent by definition; name methods that change state (post, put, patch, delete)` + "\n" +
 			`testdata/errors/methods-safe.yaml:4:24: x-idempotent-defaults.methods: "fetch" is not a method idemgen marks (want post, put, patch, delete)`},
-		{"fingerprint-undeclared.yaml", `testdata/errors/fingerprint-undeclared.yaml:8:30: x-idempotent.fingerprint-headers: POST /orders declares no header parameter X-Dry-Run (only declared headers reach the handler)`},
-		{"fingerprint-cookie.yaml", `testdata/errors/fingerprint-cookie.yaml:8:30: x-idempotent.fingerprint-headers: POST /orders declares session as a cookie (in: cookie), not a header: cookies are never part of the fingerprint`},
+		{"fingerprint-undeclared.yaml", `testdata/errors/fingerprint-undeclared.yaml:8:31: x-idempotent.fingerprint-headers: POST /orders declares no header parameter X-Dry-Run (only declared headers reach the handler)`},
+		{"fingerprint-cookie.yaml", `testdata/errors/fingerprint-cookie.yaml:8:31: x-idempotent.fingerprint-headers: POST /orders declares session as a cookie (in: cookie), not a header: cookies are never part of the fingerprint`},
+		// Each fingerprint header in error is located at its item, in flow and block lists
+		// and in JSON.
+		{"fingerprint-items.yaml", strings.Join([]string{
+			`testdata/errors/fingerprint-items.yaml:10:31: x-idempotent.fingerprint-headers: POST /orders declares no header parameter X-Nope (only declared headers reach the handler)`,
+			`testdata/errors/fingerprint-items.yaml:10:39: x-idempotent.fingerprint-headers: POST /orders declares session as a cookie (in: cookie), not a header: cookies are never part of the fingerprint`,
+			`testdata/errors/fingerprint-items.yaml:23:13: x-idempotent.fingerprint-headers: Idempotency-Key is the idempotency key, not a part of the request it identifies`,
+			`testdata/errors/fingerprint-items.yaml:24:13: x-idempotent.fingerprint-headers: POST /refunds declares session as a cookie (in: cookie), not a header: cookies are never part of the fingerprint`,
+		}, "\n")},
+		{"fingerprint-items.json", strings.Join([]string{
+			`testdata/errors/fingerprint-items.json:10:35: x-idempotent.fingerprint-headers: POST /orders declares no header parameter X-Nope (only declared headers reach the handler)`,
+			`testdata/errors/fingerprint-items.json:10:45: x-idempotent.fingerprint-headers: POST /orders declares session as a cookie (in: cookie), not a header: cookies are never part of the fingerprint`,
+		}, "\n")},
 		{"streaming.yaml", `testdata/errors/streaming.yaml:7:7: x-idempotent: POST /completions answers with a stream (text/event-stream): a stream cannot be recorded and replayed; leave the operation unmarked, or drop the streaming response`},
 		{"path-template.yaml", `testdata/errors/path-template.yaml:4:3: path /things/{thing_id}: POST /things/{thing_id} does not declare the template parameter "thing_id" (a parameter with in: path)` + "\n" +
 			`testdata/errors/path-template.yaml:15:17: parameter "site_id" (in: path) of POST /invoices/{invoice_id}/pay is not in the path template`},
@@ -273,9 +285,9 @@ func TestErrors(t *testing.T) {
 		{"marker-all-errors.yaml", strings.Join([]string{
 			`testdata/errors/marker-all-errors.yaml:8:18: x-idempotent.timeout: "forever" is not a duration (want e.g. "30s", "5m", "24h")`,
 			`testdata/errors/marker-all-errors.yaml:10:20: x-idempotent.retention: 1m is shorter than the lease (2m): a completed answer must be replayable for at least as long as a claim can block retries`,
-			`testdata/errors/marker-all-errors.yaml:11:30: x-idempotent.fingerprint-headers: POST /orders declares no header parameter X-Dry-Run (only declared headers reach the handler)`,
+			`testdata/errors/marker-all-errors.yaml:11:31: x-idempotent.fingerprint-headers: POST /orders declares no header parameter X-Dry-Run (only declared headers reach the handler)`,
 			`testdata/errors/marker-all-errors.yaml:18:16: x-idempotent.lease: "5 minutes" is not a duration (want e.g. "30s", "5m", "24h")`,
-			`testdata/errors/marker-all-errors.yaml:20:30: x-idempotent.fingerprint-headers: POST /refunds declares no header parameter X-Dry-Run (only declared headers reach the handler)`,
+			`testdata/errors/marker-all-errors.yaml:20:31: x-idempotent.fingerprint-headers: POST /refunds declares no header parameter X-Dry-Run (only declared headers reach the handler)`,
 			`testdata/errors/marker-all-errors.yaml:26:7: x-idempotent: GET /reports is a safe method, idempotent by definition; mark operations that change state (POST, PUT, PATCH, DELETE)`,
 			`testdata/errors/marker-all-errors.yaml:27:20: x-idempotent.isolation: "snapshot" is not an isolation level (want "serializable", "repeatable read", "read committed" or "read uncommitted")`,
 		}, "\n")},
