@@ -186,10 +186,12 @@
 //     key given twice, a local $ref that does not resolve, a document that is not OpenAPI
 //     3.0 or 3.1 (Swagger 2.0 included), a path template parameter no operation declares
 //     (in: path) and a declared path parameter the template does not have;
-//   - in a marker: an unknown field, a field of the wrong type, a bad duration or one under
-//     1ms, an unknown isolation level, an invalid header name (not an RFC 9110 token),
-//     header and body both given, a retention shorter than the lease, a methods entry
-//     that is safe (GET, HEAD, OPTIONS, TRACE) or unknown;
+//   - in a marker: an unknown field (with the closest valid one when a typo or two away,
+//     case ignored: "isolaton: unknown field, did you mean isolation?"), a field of the
+//     wrong type, a bad duration or one under 1ms, an unknown isolation level, an invalid
+//     header name (not an RFC 9110 token), header and body both given, a retention
+//     shorter than the lease, a methods entry that is safe (GET, HEAD, OPTIONS, TRACE) or
+//     unknown;
 //   - a marker on a path item, on an operation of a path item that is a $ref (markers
 //     are read from the spec file itself), on GET/HEAD/OPTIONS/TRACE, or on an operation
 //     that answers with a stream;

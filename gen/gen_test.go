@@ -231,7 +231,16 @@ func TestCompile(t *testing.T) {
 // TestErrors: each broken spec gives exactly these located errors.
 func TestErrors(t *testing.T) {
 	for _, c := range []struct{ file, want string }{
-		{"unknown-field.yaml", `testdata/errors/unknown-field.yaml:8:9: x-idempotent.leese: unknown field (want one of header, body, required, lease, retention, timeout, isolation, fingerprint-headers)`},
+		{"unknown-field.yaml", `testdata/errors/unknown-field.yaml:8:9: x-idempotent.leese: unknown field, did you mean lease? (want one of header, body, required, lease, retention, timeout, isolation, fingerprint-headers)`},
+		// A mistyped field names the closest one (edit distance, case ignored); a field
+		// close to none names none.
+		{"field-typos.yaml", strings.Join([]string{
+			`testdata/errors/field-typos.yaml:4:3: x-idempotent-defaults.method: unknown field, did you mean methods? (want one of header, body, required, lease, retention, timeout, isolation, fingerprint-headers, methods)`,
+			`testdata/errors/field-typos.yaml:10:9: x-idempotent.isolaton: unknown field, did you mean isolation? (want one of header, body, required, lease, retention, timeout, isolation, fingerprint-headers)`,
+			`testdata/errors/field-typos.yaml:11:9: x-idempotent.Lease: unknown field, did you mean lease? (want one of header, body, required, lease, retention, timeout, isolation, fingerprint-headers)`,
+			`testdata/errors/field-typos.yaml:12:9: x-idempotent.fingerprint_headers: unknown field, did you mean fingerprint-headers? (want one of header, body, required, lease, retention, timeout, isolation, fingerprint-headers)`,
+			`testdata/errors/field-typos.yaml:13:9: x-idempotent.colour: unknown field (want one of header, body, required, lease, retention, timeout, isolation, fingerprint-headers)`,
+		}, "\n")},
 		{"bad-duration.yaml", `testdata/errors/bad-duration.yaml:8:16: x-idempotent.lease: "5 minutes" is not a duration (want e.g. "30s", "5m", "24h")`},
 		{"lease-zero.yaml", `testdata/errors/lease-zero.yaml:8:16: x-idempotent.lease: "0s" must be positive`},
 		{"lease-submillisecond.yaml", `testdata/errors/lease-submillisecond.yaml:8:16: x-idempotent.lease: "500us" is shorter than the 1ms minimum`},

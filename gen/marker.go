@@ -241,7 +241,11 @@ func (s *source) parseField(m *marker, k, v *yaml.Node, name string, allowBool b
 	if !allowBool {
 		want = append(slices.Clone(want), "methods")
 	}
-	errs.add(s.pos(k), "%s: unknown field (want one of %s)", fname, strings.Join(want, ", "))
+	unknown := "unknown field"
+	if c := closest(k.Value, want); c != "" {
+		unknown += ", did you mean " + c + "?"
+	}
+	errs.add(s.pos(k), "%s: %s (want one of %s)", fname, unknown, strings.Join(want, ", "))
 	return false
 }
 
