@@ -46,9 +46,12 @@
 //   - NewIdempotentStrictServer(impl, store) StrictServerInterface: marked operations call
 //     store.Do with the policy, the key and the fingerprint parts, and inside it run impl
 //     and record its response (store.Record, at most idem.WithMaxResponseBytes); the
-//     others pass through. Wire it as usual for the router, with idem.RequestErrorHandler
-//     and idem.ResponseErrorHandler as the error handlers (the generated doc comment shows
-//     the lines; see "Routers"), behind idemvalidate.Middleware.
+//     others pass through. Wire it as usual for the router, with the store's
+//     RequestErrorHandler method (store.RequestErrorHandler: requests that cannot be
+//     decoded get a 400 in the shape of the protocol's own rejections, problem+json or
+//     idem.WithRejectionRenderer's) and idem.ResponseErrorHandler as the error handlers
+//     (the generated doc comment shows the lines; see "Routers"), behind
+//     idemvalidate.Middleware(spec, store.RequestErrorHandler).
 //   - The fingerprint parts are, in spec order: path parameters ("path NAME"), query
 //     parameters ("query NAME"), the headers the marker names in fingerprint-headers
 //     ("header NAME") and the request body ("body"; with several content types, one part
@@ -77,14 +80,16 @@
 // schema may take (names.go: RegisterHandlers, EchoRouter, GinServerOptions, ...), and
 // the wiring the doc comment of NewIdempotentStrictServer shows:
 //
-//   - std-http and chi: NewStrictHandlerWithOptions with idem.RequestErrorHandler and
-//     idem.ResponseErrorHandler, then HandlerWithOptions (chi: with a BaseRouter whose
-//     r.Use takes net/http middleware such as idemvalidate's);
+//   - std-http and chi: NewStrictHandlerWithOptions with store.RequestErrorHandler and
+//     idem.ResponseErrorHandler, then HandlerWithOptions with store.RequestErrorHandler
+//     (chi: with a BaseRouter whose r.Use takes net/http middleware such as
+//     idemvalidate's);
 //   - echo: its strict handler has no error options and returns every error to echo, so
-//     echo's HTTPErrorHandler renders them (README.md shows one writing problem details);
-//     net/http middleware goes through echo.WrapMiddleware;
+//     echo's HTTPErrorHandler renders them (README.md shows one passing echo's 400s to
+//     store.RequestErrorHandler); net/http middleware goes through echo.WrapMiddleware;
 //   - gin: StrictGinServerOptions (RequestErrorHandlerFunc, HandlerErrorFunc,
-//     ResponseErrorHandlerFunc) and GinServerOptions.ErrorHandler for parameter errors.
+//     ResponseErrorHandlerFunc) and GinServerOptions.ErrorHandler for parameter errors,
+//     store.RequestErrorHandler for the requests.
 //     gin passes its *gin.Context to the strict server as the context: the engine needs
 //     ContextWithFallback = true for the request's context values (a scope function's
 //     tenant) and cancellation to reach the protocol.

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -425,4 +428,50 @@ func TestPolicyCommentCookies(t *testing.T) {
 	if !strings.Contains(layer, want) {
 		t.Errorf("%s lacks\n%s", gen.IdempotentFile, want)
 	}
+}
+
+// TestWiringCommentUsesTheStoresErrorHandler: the wiring the doc comment of
+// NewIdempotentStrictServer shows, for every router, gives the server the store's
+// RequestErrorHandler (the protocol's own rejection shape, WithRejectionRenderer's when
+// set), never the package-level idem.RequestErrorHandler or idem.WriteProblem, which
+// always write problem+json: following the comment gives a client one error shape.
+func TestWiringCommentUsesTheStoresErrorHandler(t *testing.T) {
+	for _, router := range gen.Routers {
+		t.Run(router, func(t *testing.T) {
+			files, err := gen.Generate(gen.Options{Spec: routersSpec, Package: "api", Router: router})
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc := funcDoc(t, files, "NewIdempotentStrictServer")
+			if !strings.Contains(doc, "store.RequestErrorHandler") {
+				t.Errorf("the doc comment does not wire store.RequestErrorHandler:\n%s", doc)
+			}
+			for _, other := range []string{"idem.RequestErrorHandler", "idem.WriteProblem"} {
+				if strings.Contains(doc, other) {
+					t.Errorf("the doc comment wires %s, whose problem+json ignores the store's renderer:\n%s", other, doc)
+				}
+			}
+		})
+	}
+}
+
+// funcDoc returns the doc comment of function name in the generated idempotent file.
+func funcDoc(t *testing.T, files []gen.File, name string) string {
+	t.Helper()
+	for _, f := range files {
+		if f.Name != gen.IdempotentFile {
+			continue
+		}
+		parsed, err := parser.ParseFile(token.NewFileSet(), f.Name, f.Data, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range parsed.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Name.Name == name && fn.Doc != nil {
+				return fn.Doc.Text()
+			}
+		}
+	}
+	t.Fatalf("%s: no documented func %s", gen.IdempotentFile, name)
+	return ""
 }
