@@ -46,9 +46,12 @@
 //   - NewIdempotentStrictServer(impl, store) StrictServerInterface: marked operations call
 //     store.Do with the policy, the key and the fingerprint parts, and inside it run impl
 //     and record its response (store.Record, at most idem.WithMaxResponseBytes); the
-//     others pass through. Wire it as usual for the router, with idem.RequestErrorHandler
-//     and idem.ResponseErrorHandler as the error handlers (the generated doc comment shows
-//     the lines; see "Routers"), behind idemvalidate.Middleware.
+//     others pass through. Wire it as usual for the router, with the store's
+//     RequestErrorHandler method (store.RequestErrorHandler: requests that cannot be
+//     decoded get a 400 in the shape of the protocol's own rejections, problem+json or
+//     idem.WithRejectionRenderer's) and idem.ResponseErrorHandler as the error handlers
+//     (the generated doc comment shows the lines; see "Routers"), behind
+//     idemvalidate.Middleware(spec, store.RequestErrorHandler).
 //   - The fingerprint parts are, in spec order: path parameters ("path NAME"), query
 //     parameters ("query NAME"), the headers the marker names in fingerprint-headers
 //     ("header NAME") and the request body ("body"; with several content types, one part
@@ -77,14 +80,16 @@
 // schema may take (names.go: RegisterHandlers, EchoRouter, GinServerOptions, ...), and
 // the wiring the doc comment of NewIdempotentStrictServer shows:
 //
-//   - std-http and chi: NewStrictHandlerWithOptions with idem.RequestErrorHandler and
-//     idem.ResponseErrorHandler, then HandlerWithOptions (chi: with a BaseRouter whose
-//     r.Use takes net/http middleware such as idemvalidate's);
+//   - std-http and chi: NewStrictHandlerWithOptions with store.RequestErrorHandler and
+//     idem.ResponseErrorHandler, then HandlerWithOptions with store.RequestErrorHandler
+//     (chi: with a BaseRouter whose r.Use takes net/http middleware such as
+//     idemvalidate's);
 //   - echo: its strict handler has no error options and returns every error to echo, so
-//     echo's HTTPErrorHandler renders them (README.md shows one writing problem details);
-//     net/http middleware goes through echo.WrapMiddleware;
+//     echo's HTTPErrorHandler renders them (README.md shows one passing echo's 400s to
+//     store.RequestErrorHandler); net/http middleware goes through echo.WrapMiddleware;
 //   - gin: StrictGinServerOptions (RequestErrorHandlerFunc, HandlerErrorFunc,
-//     ResponseErrorHandlerFunc) and GinServerOptions.ErrorHandler for parameter errors.
+//     ResponseErrorHandlerFunc) and GinServerOptions.ErrorHandler for parameter errors,
+//     store.RequestErrorHandler for the requests.
 //     gin passes its *gin.Context to the strict server as the context: the engine needs
 //     ContextWithFallback = true for the request's context values (a scope function's
 //     tenant) and cancellation to reach the protocol.
@@ -186,17 +191,20 @@
 //     key given twice, a local $ref that does not resolve, a document that is not OpenAPI
 //     3.0 or 3.1 (Swagger 2.0 included), a path template parameter no operation declares
 //     (in: path) and a declared path parameter the template does not have;
-//   - in a marker: an unknown field, a field of the wrong type, a bad duration or one under
-//     1ms, an unknown isolation level, an invalid header name (not an RFC 9110 token),
-//     header and body both given, a retention shorter than the lease, a methods entry
-//     that is safe (GET, HEAD, OPTIONS, TRACE) or unknown;
+//   - in a marker: an unknown field (with the closest valid one when a typo or two away,
+//     case ignored: "isolaton: unknown field, did you mean isolation?"), a field of the
+//     wrong type, a bad duration or one under 1ms, an unknown isolation level, an invalid
+//     header name (not an RFC 9110 token), header and body both given, a retention
+//     shorter than the lease, a methods entry that is safe (GET, HEAD, OPTIONS, TRACE) or
+//     unknown;
 //   - a marker on a path item, on an operation of a path item that is a $ref (markers
 //     are read from the spec file itself), on GET/HEAD/OPTIONS/TRACE, or on an operation
 //     that answers with a stream;
 //   - several declared headers that could carry the key, a declared key header whose
 //     schema is not a string, or whose pattern Go's regexp cannot compile, declared
 //     required while the marker says required: false; a fingerprint header the operation
-//     does not declare as a header (a cookie is never part of the fingerprint);
+//     does not declare as a header (a cookie is never part of the fingerprint), or that
+//     is the key header; each located at its item of the fingerprint-headers list;
 //   - a body pointer on an operation without a JSON body, or accepting several content
 //     types, or naming no property, or a non-string one.
 //

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -231,7 +234,16 @@ func TestCompile(t *testing.T) {
 // TestErrors: each broken spec gives exactly these located errors.
 func TestErrors(t *testing.T) {
 	for _, c := range []struct{ file, want string }{
-		{"unknown-field.yaml", `testdata/errors/unknown-field.yaml:8:9: x-idempotent.leese: unknown field (want one of header, body, required, lease, retention, timeout, isolation, fingerprint-headers)`},
+		{"unknown-field.yaml", `testdata/errors/unknown-field.yaml:8:9: x-idempotent.leese: unknown field, did you mean lease? (want one of header, body, required, lease, retention, timeout, isolation, fingerprint-headers)`},
+		// A mistyped field names the closest one (edit distance, case ignored); a field
+		// close to none names none.
+		{"field-typos.yaml", strings.Join([]string{
+			`testdata/errors/field-typos.yaml:4:3: x-idempotent-defaults.method: unknown field, did you mean methods? (want one of header, body, required, lease, retention, timeout, isolation, fingerprint-headers, methods)`,
+			`testdata/errors/field-typos.yaml:10:9: x-idempotent.isolaton: unknown field, did you mean isolation? (want one of header, body, required, lease, retention, timeout, isolation, fingerprint-headers)`,
+			`testdata/errors/field-typos.yaml:11:9: x-idempotent.Lease: unknown field, did you mean lease? (want one of header, body, required, lease, retention, timeout, isolation, fingerprint-headers)`,
+			`testdata/errors/field-typos.yaml:12:9: x-idempotent.fingerprint_headers: unknown field, did you mean fingerprint-headers? (want one of header, body, required, lease, retention, timeout, isolation, fingerprint-headers)`,
+			`testdata/errors/field-typos.yaml:13:9: x-idempotent.colour: unknown field (want one of header, body, required, lease, retention, timeout, isolation, fingerprint-headers)`,
+		}, "\n")},
 		{"bad-duration.yaml", `testdata/errors/bad-duration.yaml:8:16: x-idempotent.lease: "5 minutes" is not a duration (want e.g. "30s", "5m", "24h")`},
 		{"lease-zero.yaml", `testdata/errors/lease-zero.yaml:8:16: x-idempotent.lease: "0s" must be positive`},
 		{"lease-submillisecond.yaml", `testdata/errors/lease-submillisecond.yaml:8:16: x-idempotent.lease: "500us" is shorter than the 1ms minimum`},
@@ -262,8 +274,20 @@ func TestErrors(t *testing.T) {
 		{"bad-pattern.yaml", "testdata/errors/bad-pattern.yaml:7:7: x-idempotent: the key's pattern \"^(?!test)[a-z]+$\" is not one Go's regexp (RE2) can check: error parsing regexp: invalid or unsupported Perl syntax: `(?!`"},
 		{"methods-safe.yaml", `testdata/errors/methods-safe.yaml:4:19: x-idempotent-defaults.methods: GET is a safe method, idempotent by definition; name methods that change state (post, put, patch, delete)` + "\n" +
 			`testdata/errors/methods-safe.yaml:4:24: x-idempotent-defaults.methods: "fetch" is not a method idemgen marks (want post, put, patch, delete)`},
-		{"fingerprint-undeclared.yaml", `testdata/errors/fingerprint-undeclared.yaml:8:30: x-idempotent.fingerprint-headers: POST /orders declares no header parameter X-Dry-Run (only declared headers reach the handler)`},
-		{"fingerprint-cookie.yaml", `testdata/errors/fingerprint-cookie.yaml:8:30: x-idempotent.fingerprint-headers: POST /orders declares session as a cookie (in: cookie), not a header: cookies are never part of the fingerprint`},
+		{"fingerprint-undeclared.yaml", `testdata/errors/fingerprint-undeclared.yaml:8:31: x-idempotent.fingerprint-headers: POST /orders declares no header parameter X-Dry-Run (only declared headers reach the handler)`},
+		{"fingerprint-cookie.yaml", `testdata/errors/fingerprint-cookie.yaml:8:31: x-idempotent.fingerprint-headers: POST /orders declares session as a cookie (in: cookie), not a header: cookies are never part of the fingerprint`},
+		// Each fingerprint header in error is located at its item, in flow and block lists
+		// and in JSON.
+		{"fingerprint-items.yaml", strings.Join([]string{
+			`testdata/errors/fingerprint-items.yaml:10:31: x-idempotent.fingerprint-headers: POST /orders declares no header parameter X-Nope (only declared headers reach the handler)`,
+			`testdata/errors/fingerprint-items.yaml:10:39: x-idempotent.fingerprint-headers: POST /orders declares session as a cookie (in: cookie), not a header: cookies are never part of the fingerprint`,
+			`testdata/errors/fingerprint-items.yaml:23:13: x-idempotent.fingerprint-headers: Idempotency-Key is the idempotency key, not a part of the request it identifies`,
+			`testdata/errors/fingerprint-items.yaml:24:13: x-idempotent.fingerprint-headers: POST /refunds declares session as a cookie (in: cookie), not a header: cookies are never part of the fingerprint`,
+		}, "\n")},
+		{"fingerprint-items.json", strings.Join([]string{
+			`testdata/errors/fingerprint-items.json:10:35: x-idempotent.fingerprint-headers: POST /orders declares no header parameter X-Nope (only declared headers reach the handler)`,
+			`testdata/errors/fingerprint-items.json:10:45: x-idempotent.fingerprint-headers: POST /orders declares session as a cookie (in: cookie), not a header: cookies are never part of the fingerprint`,
+		}, "\n")},
 		{"streaming.yaml", `testdata/errors/streaming.yaml:7:7: x-idempotent: POST /completions answers with a stream (text/event-stream): a stream cannot be recorded and replayed; leave the operation unmarked, or drop the streaming response`},
 		{"path-template.yaml", `testdata/errors/path-template.yaml:4:3: path /things/{thing_id}: POST /things/{thing_id} does not declare the template parameter "thing_id" (a parameter with in: path)` + "\n" +
 			`testdata/errors/path-template.yaml:15:17: parameter "site_id" (in: path) of POST /invoices/{invoice_id}/pay is not in the path template`},
@@ -273,9 +297,9 @@ func TestErrors(t *testing.T) {
 		{"marker-all-errors.yaml", strings.Join([]string{
 			`testdata/errors/marker-all-errors.yaml:8:18: x-idempotent.timeout: "forever" is not a duration (want e.g. "30s", "5m", "24h")`,
 			`testdata/errors/marker-all-errors.yaml:10:20: x-idempotent.retention: 1m is shorter than the lease (2m): a completed answer must be replayable for at least as long as a claim can block retries`,
-			`testdata/errors/marker-all-errors.yaml:11:30: x-idempotent.fingerprint-headers: POST /orders declares no header parameter X-Dry-Run (only declared headers reach the handler)`,
+			`testdata/errors/marker-all-errors.yaml:11:31: x-idempotent.fingerprint-headers: POST /orders declares no header parameter X-Dry-Run (only declared headers reach the handler)`,
 			`testdata/errors/marker-all-errors.yaml:18:16: x-idempotent.lease: "5 minutes" is not a duration (want e.g. "30s", "5m", "24h")`,
-			`testdata/errors/marker-all-errors.yaml:20:30: x-idempotent.fingerprint-headers: POST /refunds declares no header parameter X-Dry-Run (only declared headers reach the handler)`,
+			`testdata/errors/marker-all-errors.yaml:20:31: x-idempotent.fingerprint-headers: POST /refunds declares no header parameter X-Dry-Run (only declared headers reach the handler)`,
 			`testdata/errors/marker-all-errors.yaml:26:7: x-idempotent: GET /reports is a safe method, idempotent by definition; mark operations that change state (POST, PUT, PATCH, DELETE)`,
 			`testdata/errors/marker-all-errors.yaml:27:20: x-idempotent.isolation: "snapshot" is not an isolation level (want "serializable", "repeatable read", "read committed" or "read uncommitted")`,
 		}, "\n")},
@@ -404,4 +428,50 @@ func TestPolicyCommentCookies(t *testing.T) {
 	if !strings.Contains(layer, want) {
 		t.Errorf("%s lacks\n%s", gen.IdempotentFile, want)
 	}
+}
+
+// TestWiringCommentUsesTheStoresErrorHandler: the wiring the doc comment of
+// NewIdempotentStrictServer shows, for every router, gives the server the store's
+// RequestErrorHandler (the protocol's own rejection shape, WithRejectionRenderer's when
+// set), never the package-level idem.RequestErrorHandler or idem.WriteProblem, which
+// always write problem+json: following the comment gives a client one error shape.
+func TestWiringCommentUsesTheStoresErrorHandler(t *testing.T) {
+	for _, router := range gen.Routers {
+		t.Run(router, func(t *testing.T) {
+			files, err := gen.Generate(gen.Options{Spec: routersSpec, Package: "api", Router: router})
+			if err != nil {
+				t.Fatal(err)
+			}
+			doc := funcDoc(t, files, "NewIdempotentStrictServer")
+			if !strings.Contains(doc, "store.RequestErrorHandler") {
+				t.Errorf("the doc comment does not wire store.RequestErrorHandler:\n%s", doc)
+			}
+			for _, other := range []string{"idem.RequestErrorHandler", "idem.WriteProblem"} {
+				if strings.Contains(doc, other) {
+					t.Errorf("the doc comment wires %s, whose problem+json ignores the store's renderer:\n%s", other, doc)
+				}
+			}
+		})
+	}
+}
+
+// funcDoc returns the doc comment of function name in the generated idempotent file.
+func funcDoc(t *testing.T, files []gen.File, name string) string {
+	t.Helper()
+	for _, f := range files {
+		if f.Name != gen.IdempotentFile {
+			continue
+		}
+		parsed, err := parser.ParseFile(token.NewFileSet(), f.Name, f.Data, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range parsed.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Name.Name == name && fn.Doc != nil {
+				return fn.Doc.Text()
+			}
+		}
+	}
+	t.Fatalf("%s: no documented func %s", gen.IdempotentFile, name)
+	return ""
 }

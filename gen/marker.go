@@ -33,7 +33,7 @@ type marker struct {
 	required                  field[bool]
 	lease, retention, timeout field[time.Duration]
 	isolation                 field[string]
-	fingerprintHeaders        field[[]string]
+	fingerprintHeaders        field[[]named]
 	methods                   field[[]string] // x-idempotent-defaults only: mark every operation of these methods
 	pos                       Pos             // of the marker's key, or of the operation's method when marked by methods
 	byMethod                  bool            // marked by x-idempotent-defaults.methods, not by its own marker
@@ -48,6 +48,13 @@ type field[T any] struct {
 }
 
 func (f *field[T]) put(v T, p Pos) { f.v, f.set, f.pos = v, true, p }
+
+// named is a name a marker lists (a fingerprint header), as the spec writes it, with its
+// own position: an error about one item of a list points at that item.
+type named struct {
+	name string
+	pos  Pos
+}
 
 // given reports whether the marker writes the field, well or badly: a default does not
 // replace a field given in error.
@@ -234,7 +241,11 @@ func (s *source) parseField(m *marker, k, v *yaml.Node, name string, allowBool b
 	if !allowBool {
 		want = append(slices.Clone(want), "methods")
 	}
-	errs.add(s.pos(k), "%s: unknown field (want one of %s)", fname, strings.Join(want, ", "))
+	unknown := "unknown field"
+	if c := closest(k.Value, want); c != "" {
+		unknown += ", did you mean " + c + "?"
+	}
+	errs.add(s.pos(k), "%s: %s (want one of %s)", fname, unknown, strings.Join(want, ", "))
 	return false
 }
 
@@ -260,13 +271,13 @@ func (s *source) duration(v *yaml.Node, name string, errs *ErrorList) (time.Dura
 	return 0, false
 }
 
-// headerList reads a list of header names.
-func (s *source) headerList(v *yaml.Node, name string, errs *ErrorList) ([]string, bool) {
+// headerList reads a list of header names, each with its position.
+func (s *source) headerList(v *yaml.Node, name string, errs *ErrorList) ([]named, bool) {
 	if v.Kind != yaml.SequenceNode {
 		errs.add(s.pos(v), "%s: want a list of header names, got %s", name, describe(v))
 		return nil, false
 	}
-	var out []string
+	var out []named
 	ok := true
 	for _, item := range v.Content {
 		h, good := s.str(deref(item), name, errs)
@@ -277,7 +288,7 @@ func (s *source) headerList(v *yaml.Node, name string, errs *ErrorList) ([]strin
 			errs.add(s.pos(item), "%s: %q is not a valid HTTP header name (RFC 9110 token)", name, h)
 			ok = false
 		default:
-			out = append(out, h)
+			out = append(out, named{h, s.pos(item)})
 		}
 	}
 	return out, ok

@@ -182,14 +182,14 @@ func ownErrorShapes(op *openapi3.Operation) []string {
 // parameters, and lists the declared headers and cookies left out.
 func (s *source) fingerprintHeaders(o *operation, mk marker, params openapi3.Parameters, errs *ErrorList) {
 	for _, h := range mk.fingerprintHeaders.v {
-		p := findParam(params, openapi3.ParameterInHeader, h)
+		p := findParam(params, openapi3.ParameterInHeader, h.name)
 		switch {
-		case p == nil && findParam(params, openapi3.ParameterInCookie, h) != nil:
-			errs.add(mk.fingerprintHeaders.pos, "%s.fingerprint-headers: %s %s declares %s as a cookie (in: cookie), not a header: cookies are never part of the fingerprint", MarkerExt, o.Method, o.Path, h)
+		case p == nil && findParam(params, openapi3.ParameterInCookie, h.name) != nil:
+			errs.add(h.pos, "%s.fingerprint-headers: %s %s declares %s as a cookie (in: cookie), not a header: cookies are never part of the fingerprint", MarkerExt, o.Method, o.Path, h.name)
 		case p == nil:
-			errs.add(mk.fingerprintHeaders.pos, "%s.fingerprint-headers: %s %s declares no header parameter %s (only declared headers reach the handler)", MarkerExt, o.Method, o.Path, h)
+			errs.add(h.pos, "%s.fingerprint-headers: %s %s declares no header parameter %s (only declared headers reach the handler)", MarkerExt, o.Method, o.Path, h.name)
 		case o.Key.Header != "" && strings.EqualFold(p.Name, o.Key.Header):
-			errs.add(mk.fingerprintHeaders.pos, "%s.fingerprint-headers: %s is the idempotency key, not a part of the request it identifies", MarkerExt, p.Name)
+			errs.add(h.pos, "%s.fingerprint-headers: %s is the idempotency key, not a part of the request it identifies", MarkerExt, p.Name)
 		default:
 			o.FingerprintHeaders = append(o.FingerprintHeaders, p.Name)
 		}

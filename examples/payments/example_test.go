@@ -76,7 +76,8 @@ func accountScope(ctx context.Context) (string, error) {
 }
 
 // handler wires the generated API: requests validated against the spec, the store with
-// its scope, metrics and purger, and the handlers with idem's problem+json error handlers.
+// its scope, metrics and purger, and the handlers with the store's error handler for the
+// requests (the protocol's rejection shape) and idem's for the responses.
 func handler(ctx context.Context, pool *pgxpool.Pool, reg prometheus.Registerer) http.Handler {
 	outcomes := idemprom.NewOutcomes()
 	store := idem.NewStore(pool, idem.WithScope(accountScope), idem.WithObserver(outcomes.Observe))

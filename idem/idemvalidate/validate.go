@@ -6,7 +6,7 @@
 // It is kin-openapi's openapi3filter behind net/http middleware:
 //
 //	spec, err := openapi3.NewLoader().LoadFromData(specYAML) // e.g. //go:embed openapi.yaml
-//	validate, err := idemvalidate.Middleware(spec, idem.RequestErrorHandler)
+//	validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler) // store is the *idem.Store
 //	http.ListenAndServe(addr, validate(h))
 package idemvalidate
 
@@ -27,9 +27,11 @@ import (
 	"github.com/getkin/kin-openapi/routers/gorillamux"
 )
 
-// ErrorHandler answers a request that failed validation; [idem.RequestErrorHandler] fits
-// (a 400 problem, 413 when the body is over http.MaxBytesReader's limit), as does a
-// [idem.Store]'s RequestErrorHandler method (the store's own rejection shape).
+// ErrorHandler answers a request that failed validation. Pass the [idem.Store]'s
+// RequestErrorHandler method: a 400 (413 when the body is over http.MaxBytesReader's
+// limit) in the shape of the protocol's own rejections, [idem.WithRejectionRenderer]'s
+// when the store has one. [idem.RequestErrorHandler] fits too, but always writes
+// problem+json.
 type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
 
 // Middleware returns middleware that validates every request an operation of spec

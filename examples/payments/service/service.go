@@ -98,10 +98,10 @@ func New(pool *pgxpool.Pool, opts Options) http.Handler {
 	}
 	strict := api.NewStrictHandlerWithOptions(api.NewIdempotentStrictServer(impl, store), nil,
 		api.StrictHTTPServerOptions{
-			RequestErrorHandlerFunc:  idem.RequestErrorHandler,
+			RequestErrorHandlerFunc:  store.RequestErrorHandler, // 400 (413) in the protocol's rejection shape
 			ResponseErrorHandlerFunc: responseError,
 		})
-	h := api.HandlerWithOptions(strict, api.StdHTTPServerOptions{ErrorHandlerFunc: idem.RequestErrorHandler})
+	h := api.HandlerWithOptions(strict, api.StdHTTPServerOptions{ErrorHandlerFunc: store.RequestErrorHandler})
 
 	limit := opts.MaxBodyBytes
 	if limit <= 0 {
@@ -112,7 +112,10 @@ func New(pool *pgxpool.Pool, opts Options) http.Handler {
 
 // ValidateRequests checks requests against openapi.yaml before the handlers (and the
 // protocol) see them, answering 400 problems: the spec states the constraints, nothing
-// here repeats them. (The benchmarks put it in front of their bare handler too.)
+// here repeats them. (The benchmarks put it in front of their bare handler too, so it
+// needs no store: idem.RequestErrorHandler writes what the store's RequestErrorHandler
+// writes for a store without idem.WithRejectionRenderer, as this service's is. A service
+// that renders its own error shape passes its store's method instead.)
 var ValidateRequests = func() func(http.Handler) http.Handler {
 	spec, err := openapi3.NewLoader().LoadFromData(payments.OpenAPI)
 	if err != nil {

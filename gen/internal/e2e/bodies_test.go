@@ -112,9 +112,9 @@ func bodiesServer(t *testing.T) (*httptest.Server, *store, *pgxpool.Pool) {
 	impl := &store{}
 	st := idem.NewStore(pool, idem.WithMaxBodyBytes(maxBody))
 	strict := bodies.NewStrictHandlerWithOptions(bodies.NewIdempotentStrictServer(impl, st), nil, bodies.StrictHTTPServerOptions{
-		RequestErrorHandlerFunc: idem.RequestErrorHandler, ResponseErrorHandlerFunc: idem.ResponseErrorHandler,
+		RequestErrorHandlerFunc: st.RequestErrorHandler, ResponseErrorHandlerFunc: idem.ResponseErrorHandler,
 	})
-	srv := httptest.NewServer(bodies.HandlerWithOptions(strict, bodies.StdHTTPServerOptions{ErrorHandlerFunc: idem.RequestErrorHandler}))
+	srv := httptest.NewServer(bodies.HandlerWithOptions(strict, bodies.StdHTTPServerOptions{ErrorHandlerFunc: st.RequestErrorHandler}))
 	t.Cleanup(srv.Close)
 	return srv, impl, pool
 }

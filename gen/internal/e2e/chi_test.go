@@ -15,35 +15,37 @@ import (
 func TestChi(t *testing.T) {
 	testRouters(t,
 		routerCase{"idemgen base", func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
-			return chiServer(api.NewIdempotentStrictServer(chiOrders{o}, store), mw...)
+			return chiServer(store, api.NewIdempotentStrictServer(chiOrders{o}, store), mw...)
 		}},
 		routerCase{"external base", func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
-			return chiExternalServer(ext.NewIdempotentStrictServer(chiExternalOrders{o}, store), mw...)
+			return chiExternalServer(store, ext.NewIdempotentStrictServer(chiExternalOrders{o}, store), mw...)
 		}},
 	)
 }
 
 // chiServer serves the generated API with chi: net/http middleware (idemvalidate's, the
-// service's authentication) goes on the router, before the routes.
-func chiServer(server api.StrictServerInterface, middleware ...func(http.Handler) http.Handler) http.Handler {
+// service's authentication) goes on the router, before the routes. store's
+// RequestErrorHandler answers what the server cannot decode in the shape of the
+// protocol's own rejections.
+func chiServer(store *idem.Store, server api.StrictServerInterface, middleware ...func(http.Handler) http.Handler) http.Handler {
 	strict := api.NewStrictHandlerWithOptions(server, nil, api.StrictHTTPServerOptions{
-		RequestErrorHandlerFunc:  idem.RequestErrorHandler,  // 400 problem
+		RequestErrorHandlerFunc:  store.RequestErrorHandler, // 400 (413 over the body limit)
 		ResponseErrorHandlerFunc: idem.ResponseErrorHandler, // 500 problem; logs the error with slog
 	})
 	r := chi.NewRouter()
 	r.Use(middleware...)
-	return api.HandlerWithOptions(strict, api.ChiServerOptions{BaseRouter: r, ErrorHandlerFunc: idem.RequestErrorHandler})
+	return api.HandlerWithOptions(strict, api.ChiServerOptions{BaseRouter: r, ErrorHandlerFunc: store.RequestErrorHandler})
 }
 
 // chiExternalServer is chiServer for oapi-codegen's own chi output.
-func chiExternalServer(server ext.StrictServerInterface, middleware ...func(http.Handler) http.Handler) http.Handler {
+func chiExternalServer(store *idem.Store, server ext.StrictServerInterface, middleware ...func(http.Handler) http.Handler) http.Handler {
 	strict := ext.NewStrictHandlerWithOptions(server, nil, ext.StrictHTTPServerOptions{
-		RequestErrorHandlerFunc:  idem.RequestErrorHandler,
+		RequestErrorHandlerFunc:  store.RequestErrorHandler,
 		ResponseErrorHandlerFunc: idem.ResponseErrorHandler,
 	})
 	r := chi.NewRouter()
 	r.Use(middleware...)
-	return ext.HandlerWithOptions(strict, ext.ChiServerOptions{BaseRouter: r, ErrorHandlerFunc: idem.RequestErrorHandler})
+	return ext.HandlerWithOptions(strict, ext.ChiServerOptions{BaseRouter: r, ErrorHandlerFunc: store.RequestErrorHandler})
 }
 
 type chiOrders struct{ *orders }

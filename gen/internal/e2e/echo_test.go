@@ -17,19 +17,20 @@ import (
 func TestEcho(t *testing.T) {
 	testRouters(t,
 		routerCase{"idemgen base", func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
-			return echoServer(api.NewIdempotentStrictServer(echoOrders{o}, store), mw...)
+			return echoServer(store, api.NewIdempotentStrictServer(echoOrders{o}, store), mw...)
 		}},
 		routerCase{"external base", func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
-			return echoExternalServer(ext.NewIdempotentStrictServer(echoExternalOrders{o}, store), mw...)
+			return echoExternalServer(store, ext.NewIdempotentStrictServer(echoExternalOrders{o}, store), mw...)
 		}},
 	)
 }
 
 // echoServer serves the generated API with echo: net/http middleware (idemvalidate's, the
-// service's authentication) is wrapped with echo.WrapMiddleware, and errors are problems.
-func echoServer(server api.StrictServerInterface, middleware ...func(http.Handler) http.Handler) http.Handler {
+// service's authentication) is wrapped with echo.WrapMiddleware, and echoProblems answers
+// the errors.
+func echoServer(store *idem.Store, server api.StrictServerInterface, middleware ...func(http.Handler) http.Handler) http.Handler {
 	e := echo.New()
-	e.HTTPErrorHandler = echoProblems
+	e.HTTPErrorHandler = echoProblems(store)
 	for _, m := range middleware {
 		e.Use(echo.WrapMiddleware(m))
 	}
@@ -37,24 +38,34 @@ func echoServer(server api.StrictServerInterface, middleware ...func(http.Handle
 	return e
 }
 
-// echoProblems is echo's error handler writing RFC 9457 problems: echo's own errors (a bad
-// parameter or body, 404, 405) with their status and message, any other (the business's,
-// the database's) as idem.ResponseErrorHandler does: 500, logged, not leaked.
-func echoProblems(err error, c echo.Context) {
-	var he *echo.HTTPError
-	switch {
-	case c.Response().Committed:
-	case errors.As(err, &he) && he.Code < 500:
-		idem.WriteProblem(c.Response(), he.Code, fmt.Sprint(he.Message))
-	default:
-		idem.ResponseErrorHandler(c.Response(), c.Request(), err)
+// echoProblems returns echo's error handler: a parameter or body echo could not bind (its
+// 400) goes to store.RequestErrorHandler, which answers in the shape of the protocol's own
+// rejections (413 when the cause is an *http.MaxBytesError); echo's other errors (404,
+// 405) are RFC 9457 problems with their status and message; any other error (the
+// business's, the database's) goes to idem.ResponseErrorHandler: 500, logged, not leaked.
+func echoProblems(store *idem.Store) echo.HTTPErrorHandler {
+	return func(err error, c echo.Context) {
+		var he *echo.HTTPError
+		switch {
+		case c.Response().Committed:
+		case errors.As(err, &he) && he.Code == http.StatusBadRequest:
+			cause := he.Internal // the decoder's error, if any
+			if cause == nil {
+				cause = fmt.Errorf("%v", he.Message)
+			}
+			store.RequestErrorHandler(c.Response(), c.Request(), cause)
+		case errors.As(err, &he) && he.Code < 500:
+			idem.WriteProblem(c.Response(), he.Code, fmt.Sprint(he.Message))
+		default:
+			idem.ResponseErrorHandler(c.Response(), c.Request(), err)
+		}
 	}
 }
 
 // echoExternalServer is echoServer for oapi-codegen's own echo output.
-func echoExternalServer(server ext.StrictServerInterface, middleware ...func(http.Handler) http.Handler) http.Handler {
+func echoExternalServer(store *idem.Store, server ext.StrictServerInterface, middleware ...func(http.Handler) http.Handler) http.Handler {
 	e := echo.New()
-	e.HTTPErrorHandler = echoProblems
+	e.HTTPErrorHandler = echoProblems(store)
 	for _, m := range middleware {
 		e.Use(echo.WrapMiddleware(m))
 	}

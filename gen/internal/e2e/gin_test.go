@@ -16,20 +16,22 @@ func TestGin(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode) // no route listing on stdout
 	testRouters(t,
 		routerCase{"idemgen base", func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
-			return ginServer(api.NewIdempotentStrictServer(ginOrders{o}, store), mw...)
+			return ginServer(store, api.NewIdempotentStrictServer(ginOrders{o}, store), mw...)
 		}},
 		routerCase{"external base", func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
-			return ginExternalServer(ext.NewIdempotentStrictServer(ginExternalOrders{o}, store), mw...)
+			return ginExternalServer(store, ext.NewIdempotentStrictServer(ginExternalOrders{o}, store), mw...)
 		}},
 	)
 }
 
 // ginServer serves the generated API with gin: net/http middleware (idemvalidate's, the
-// service's authentication) is adapted with ginMiddleware, and errors are problems. gin
-// hands its *gin.Context to the strict server as the request's context: with
-// ContextWithFallback its values (the scope) and cancellation are the request's.
-func ginServer(server api.StrictServerInterface, middleware ...func(http.Handler) http.Handler) http.Handler {
-	request := func(c *gin.Context, err error) { idem.RequestErrorHandler(c.Writer, c.Request, err) }
+// service's authentication) is adapted with ginMiddleware; store's RequestErrorHandler
+// answers what the server cannot decode in the shape of the protocol's own rejections,
+// and idem.ResponseErrorHandler the business's errors. gin hands its *gin.Context to the
+// strict server as the request's context: with ContextWithFallback its values (the scope)
+// and cancellation are the request's.
+func ginServer(store *idem.Store, server api.StrictServerInterface, middleware ...func(http.Handler) http.Handler) http.Handler {
+	request := func(c *gin.Context, err error) { store.RequestErrorHandler(c.Writer, c.Request, err) }
 	response := func(c *gin.Context, err error) { idem.ResponseErrorHandler(c.Writer, c.Request, err) }
 	strict := api.NewStrictHandlerWithOptions(server, nil, api.StrictGinServerOptions{
 		RequestErrorHandlerFunc: request, HandlerErrorFunc: response, ResponseErrorHandlerFunc: response,
@@ -40,7 +42,7 @@ func ginServer(server api.StrictServerInterface, middleware ...func(http.Handler
 		r.Use(ginMiddleware(m))
 	}
 	api.RegisterHandlersWithOptions(r, strict, api.GinServerOptions{
-		ErrorHandler: func(c *gin.Context, err error, status int) { idem.WriteProblem(c.Writer, status, err.Error()) },
+		ErrorHandler: func(c *gin.Context, err error, status int) { request(c, err) }, // a bad parameter: 400
 	})
 	return r
 }
@@ -63,8 +65,8 @@ func ginMiddleware(m func(http.Handler) http.Handler) gin.HandlerFunc {
 }
 
 // ginExternalServer is ginServer for oapi-codegen's own gin output.
-func ginExternalServer(server ext.StrictServerInterface, middleware ...func(http.Handler) http.Handler) http.Handler {
-	request := func(c *gin.Context, err error) { idem.RequestErrorHandler(c.Writer, c.Request, err) }
+func ginExternalServer(store *idem.Store, server ext.StrictServerInterface, middleware ...func(http.Handler) http.Handler) http.Handler {
+	request := func(c *gin.Context, err error) { store.RequestErrorHandler(c.Writer, c.Request, err) }
 	response := func(c *gin.Context, err error) { idem.ResponseErrorHandler(c.Writer, c.Request, err) }
 	strict := ext.NewStrictHandlerWithOptions(server, nil, ext.StrictGinServerOptions{
 		RequestErrorHandlerFunc: request, HandlerErrorFunc: response, ResponseErrorHandlerFunc: response,
@@ -75,7 +77,7 @@ func ginExternalServer(server ext.StrictServerInterface, middleware ...func(http
 		r.Use(ginMiddleware(m))
 	}
 	ext.RegisterHandlersWithOptions(r, strict, ext.GinServerOptions{
-		ErrorHandler: func(c *gin.Context, err error, status int) { idem.WriteProblem(c.Writer, status, err.Error()) },
+		ErrorHandler: func(c *gin.Context, err error, status int) { request(c, err) }, // a bad parameter: 400
 	})
 	return r
 }

@@ -62,8 +62,10 @@ func ownShape(p idem.Problem) (string, []byte) {
 	return "application/json", b
 }
 
-// keyspecServer serves keyspec's generated handlers, wrapped in the middleware given.
-func keyspecServer(t *testing.T, middleware ...func(http.Handler) http.Handler) (*httptest.Server, *transfers, *pgxpool.Pool) {
+// keyspecServer serves keyspec's generated handlers with a store that renders rejections
+// in the spec's own shape (ownShape), and the store's RequestErrorHandler as the server's
+// error handler for requests, wrapped in the middleware each of wrap returns for the store.
+func keyspecServer(t *testing.T, wrap ...func(store *idem.Store) func(http.Handler) http.Handler) (*httptest.Server, *transfers, *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
 	pool := pgtest.Pool(t, pgtest.NewDB(t))
@@ -76,11 +78,11 @@ func keyspecServer(t *testing.T, middleware ...func(http.Handler) http.Handler) 
 	impl := &transfers{started: make(chan struct{}), release: make(chan struct{})}
 	store := idem.NewStore(pool, idem.WithRejectionRenderer(ownShape))
 	strict := keyspec.NewStrictHandlerWithOptions(keyspec.NewIdempotentStrictServer(impl, store), nil, keyspec.StrictHTTPServerOptions{
-		RequestErrorHandlerFunc: idem.RequestErrorHandler, ResponseErrorHandlerFunc: idem.ResponseErrorHandler,
+		RequestErrorHandlerFunc: store.RequestErrorHandler, ResponseErrorHandlerFunc: idem.ResponseErrorHandler,
 	})
-	h := keyspec.HandlerWithOptions(strict, keyspec.StdHTTPServerOptions{ErrorHandlerFunc: idem.RequestErrorHandler})
-	for _, m := range middleware {
-		h = m(h)
+	h := keyspec.HandlerWithOptions(strict, keyspec.StdHTTPServerOptions{ErrorHandlerFunc: store.RequestErrorHandler})
+	for _, w := range wrap {
+		h = w(store)(h)
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
@@ -204,19 +206,46 @@ func send(t *testing.T, srv *httptest.Server, method, path string, header map[st
 	return roundTrip(t, req)
 }
 
-// Requests are validated against the spec before the protocol (idemvalidate): a body that
-// breaks the schema, or carries data after its JSON value, is a 400 that claims nothing,
-// and the same key then serves the corrected request.
+// Requests the server cannot decode (a body that is not JSON, a header of the wrong type)
+// are answered by the store's RequestErrorHandler in the spec's own shape, like the
+// protocol's rejections: one error shape for the client, and nothing claimed.
+func TestUndecodableRequestsInTheSpecsOwnShape(t *testing.T) {
+	srv, impl, pool := keyspecServer(t)
+	for _, c := range []struct {
+		path   string
+		header map[string]string
+		body   string
+	}{
+		{"/transfers", map[string]string{"x-idempotency-key": uuidKey}, `{"amount": `},
+		{"/payouts", map[string]string{"Idempotency-Key": "payout-0001", "X-Dry-Run": "maybe"}, `{"amount": 5}`},
+	} {
+		r := send(t, srv, "POST", c.path, c.header, "application/json", c.body)
+		var e keyspec.Error
+		if r.status != 400 || r.header.Get("Content-Type") != "application/json" || json.Unmarshal([]byte(r.body), &e) != nil || e.Error == "" {
+			t.Errorf("%s %v %s: %d %v %s, want 400 {\"error\": ...} as application/json", c.path, c.header, c.body, r.status, r.header, r.body)
+		}
+	}
+	if n := count(t, pool, `SELECT count(*) FROM idempotency_keys`); n != 0 || impl.calls.Load() != 0 {
+		t.Fatalf("%d keys stored, business ran %d times: undecodable requests must not reach the protocol", n, impl.calls.Load())
+	}
+}
+
+// Requests are validated against the spec before the protocol (idemvalidate, with the
+// store's RequestErrorHandler): a body that breaks the schema, or carries data after its
+// JSON value, is a 400 in the spec's own shape that claims nothing, and the same key then
+// serves the corrected request.
 func TestValidationBeforeTheClaim(t *testing.T) {
 	spec, err := openapi3.NewLoader().LoadFromFile("../../testdata/golden/keyspec/openapi.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	validate, err := idemvalidate.Middleware(spec, idem.RequestErrorHandler)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, impl, pool := keyspecServer(t, validate)
+	srv, impl, pool := keyspecServer(t, func(store *idem.Store) func(http.Handler) http.Handler {
+		validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return validate
+	})
 	h := map[string]string{"x-idempotency-key": uuidKey}
 	for _, c := range []struct{ body, names string }{
 		{`{}`, `amount`},
@@ -225,8 +254,9 @@ func TestValidationBeforeTheClaim(t *testing.T) {
 		{`{"amount": 5}garbage`, `after top-level value`},
 	} {
 		r := send(t, srv, "POST", "/transfers", h, "application/json", c.body)
-		if r.status != 400 || r.header.Get("Content-Type") != "application/problem+json" || !strings.Contains(r.body, c.names) {
-			t.Errorf("%s: %d %s, want a 400 problem naming %q", c.body, r.status, r.body, c.names)
+		var e keyspec.Error
+		if r.status != 400 || r.header.Get("Content-Type") != "application/json" || json.Unmarshal([]byte(r.body), &e) != nil || !strings.Contains(e.Error, c.names) {
+			t.Errorf("%s: %d %s, want 400 {\"error\": ...} naming %q", c.body, r.status, r.body, c.names)
 		}
 	}
 	if n := count(t, pool, `SELECT count(*) FROM idempotency_keys`); n != 0 || impl.calls.Load() != 0 {

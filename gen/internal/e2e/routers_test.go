@@ -8,6 +8,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -69,12 +70,10 @@ type routerCase struct {
 // replay (201, byte-identical body, Idempotent-Replayed: true), the business run once and
 // the key stored in the account's scope; a request the spec refuses (400 problem from
 // idemvalidate, nothing claimed); a business failure (500 problem, written and released).
+// Then, with a store that renders its rejections in the service's own shape, the requests
+// the router itself cannot decode get that shape too (checkOwnErrorShape).
 func testRouters(t *testing.T, cases ...routerCase) {
 	spec, err := openapi3.NewLoader().LoadFromFile("../../testdata/golden/routers.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	validate, err := idemvalidate.Middleware(spec, idem.RequestErrorHandler)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,10 +81,49 @@ func testRouters(t *testing.T, cases ...routerCase) {
 		t.Run(c.name, func(t *testing.T) {
 			pool := ordersDB(t)
 			o := &orders{}
-			srv := httptest.NewServer(c.serve(idem.NewStore(pool, idem.WithScope(scope)), o, authenticate, validate))
+			store := idem.NewStore(pool, idem.WithScope(scope))
+			validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(c.serve(store, o, authenticate, validate))
 			t.Cleanup(srv.Close)
 			checkOrders(t, srv, o, pool)
+			checkOwnErrorShape(t, c, pool)
 		})
+	}
+}
+
+// checkOwnErrorShape serves c with a store whose rejections are the service's own shape
+// (ownShape: {"error": "..."} as application/json) and no validation in front, and sends
+// what the router's server cannot decode: a body that is not JSON, a query parameter of
+// the wrong type, no idempotency key. Each is a 400 in the store's shape (the wiring
+// gives the server store.RequestErrorHandler), and none reaches the business.
+func checkOwnErrorShape(t *testing.T, c routerCase, pool *pgxpool.Pool) {
+	t.Helper()
+	o := &orders{}
+	store := idem.NewStore(pool, idem.WithScope(scope), idem.WithRejectionRenderer(ownShape))
+	srv := httptest.NewServer(c.serve(store, o, authenticate))
+	defer srv.Close()
+	for _, r := range []struct{ what, query, key, body string }{
+		{"a body that is not JSON", "", "k-10", `{"item": "book", "quantity": `},
+		{"a query parameter of the wrong type", "?priority=maybe", "k-11", `{"item":"book","quantity":1}`},
+		{"no idempotency key", "", "", `{"item":"book","quantity":1}`},
+	} {
+		req, _ := http.NewRequest("POST", srv.URL+"/accounts/acme/orders"+r.query, strings.NewReader(r.body))
+		req.Header.Set("Content-Type", "application/json")
+		if r.key != "" {
+			req.Header.Set("Idempotency-Key", r.key)
+		}
+		req.Header.Set("X-Account", "acme")
+		got := roundTrip(t, req)
+		var e struct{ Error string }
+		if got.status != 400 || got.header.Get("Content-Type") != "application/json" || json.Unmarshal([]byte(got.body), &e) != nil || e.Error == "" {
+			t.Errorf("%s: %d %v %s, want 400 {\"error\": ...} as application/json, the store's shape", r.what, got.status, got.header, got.body)
+		}
+	}
+	if n := o.calls.Load(); n != 0 {
+		t.Errorf("business ran %d times for requests that cannot be decoded, want 0", n)
 	}
 }
 

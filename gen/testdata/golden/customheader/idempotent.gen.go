@@ -45,17 +45,21 @@ var cancelJobPolicy = idem.MustPolicy(idem.Policy{
 })
 
 // NewIdempotentStrictServer returns the StrictServerInterface that runs impl's marked
-// operations through store's idempotency protocol and passes the others through. Wire it
-// as usual, with idem's problem+json error handlers:
+// operations through store's idempotency protocol and passes the others through.
+//
+// Give the server store.RequestErrorHandler for the requests it cannot decode, and
+// idemvalidate.Middleware with it for the ones the spec does not allow: both are then
+// answered 400 (413 over the body limit) in the shape of the protocol's own rejections
+// (problem+json, or what idem.WithRejectionRenderer renders), and claim no key.
+// idem.ResponseErrorHandler answers impl's errors: a 500 problem, logged, not leaked.
+//
+// Wire it as usual (validate is idemvalidate.Middleware(spec, store.RequestErrorHandler)):
 //
 //	strict := NewStrictHandlerWithOptions(NewIdempotentStrictServer(impl, store), nil, StrictHTTPServerOptions{
-//		RequestErrorHandlerFunc:  idem.RequestErrorHandler,
+//		RequestErrorHandlerFunc:  store.RequestErrorHandler,
 //		ResponseErrorHandlerFunc: idem.ResponseErrorHandler,
 //	})
-//	h := HandlerWithOptions(strict, StdHTTPServerOptions{ErrorHandlerFunc: idem.RequestErrorHandler})
-//
-// and validate requests against the spec in front of h (idemvalidate.Middleware), so that
-// a request the spec does not allow is a 400 that never claims its key.
+//	h := validate(HandlerWithOptions(strict, StdHTTPServerOptions{ErrorHandlerFunc: store.RequestErrorHandler}))
 func NewIdempotentStrictServer(impl IdempotentServerInterface, store *idem.Store) StrictServerInterface {
 	return &idempotentServer{impl: impl, store: store}
 }

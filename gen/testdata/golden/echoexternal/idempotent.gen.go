@@ -35,13 +35,22 @@ var createOrderPolicy = idem.MustPolicy(idem.Policy{
 })
 
 // NewIdempotentStrictServer returns the StrictServerInterface that runs impl's marked
-// operations through store's idempotency protocol and passes the others through. Wire it
-// as usual; echo's HTTPErrorHandler answers the errors (make it write problem+json, as
-// idemgen's README shows), and validate requests against the spec (validate is
-// idemvalidate.Middleware), so that a request the spec does not allow is a 400 that never
-// claims its key:
+// operations through store's idempotency protocol and passes the others through.
+//
+// Give the server store.RequestErrorHandler for the requests it cannot decode, and
+// idemvalidate.Middleware with it for the ones the spec does not allow: both are then
+// answered 400 (413 over the body limit) in the shape of the protocol's own rejections
+// (problem+json, or what idem.WithRejectionRenderer renders), and claim no key.
+// idem.ResponseErrorHandler answers impl's errors: a 500 problem, logged, not leaked.
+//
+// echo's strict handler returns every error to echo, so echo's HTTPErrorHandler answers
+// them: give it one that passes the 400s (a parameter or body echo could not bind) to
+// store.RequestErrorHandler and the errors that are not echo's to
+// idem.ResponseErrorHandler (echoProblems in idemgen's README). Wire it as usual
+// (validate is idemvalidate.Middleware(spec, store.RequestErrorHandler)):
 //
 //	e := echo.New()
+//	e.HTTPErrorHandler = echoProblems(store)
 //	e.Use(echo.WrapMiddleware(validate))
 //	RegisterHandlers(e, NewStrictHandler(NewIdempotentStrictServer(impl, store), nil))
 func NewIdempotentStrictServer(impl IdempotentServerInterface, store *idem.Store) StrictServerInterface {

@@ -35,12 +35,18 @@ var createOrderPolicy = idem.MustPolicy(idem.Policy{
 })
 
 // NewIdempotentStrictServer returns the StrictServerInterface that runs impl's marked
-// operations through store's idempotency protocol and passes the others through. Wire it
-// as usual, with idem's problem+json error handlers, and validate requests against the
-// spec (validate is idemvalidate.Middleware, adapted to gin as idemgen's README shows),
-// so that a request the spec does not allow is a 400 that never claims its key:
+// operations through store's idempotency protocol and passes the others through.
 //
-//	request := func(c *gin.Context, err error) { idem.RequestErrorHandler(c.Writer, c.Request, err) }
+// Give the server store.RequestErrorHandler for the requests it cannot decode, and
+// idemvalidate.Middleware with it for the ones the spec does not allow: both are then
+// answered 400 (413 over the body limit) in the shape of the protocol's own rejections
+// (problem+json, or what idem.WithRejectionRenderer renders), and claim no key.
+// idem.ResponseErrorHandler answers impl's errors: a 500 problem, logged, not leaked.
+//
+// Wire it as usual (validate is idemvalidate.Middleware(spec, store.RequestErrorHandler),
+// adapted to gin by ginMiddleware in idemgen's README):
+//
+//	request := func(c *gin.Context, err error) { store.RequestErrorHandler(c.Writer, c.Request, err) }
 //	response := func(c *gin.Context, err error) { idem.ResponseErrorHandler(c.Writer, c.Request, err) }
 //	strict := NewStrictHandlerWithOptions(NewIdempotentStrictServer(impl, store), nil, StrictGinServerOptions{
 //		RequestErrorHandlerFunc: request, HandlerErrorFunc: response, ResponseErrorHandlerFunc: response,
@@ -49,7 +55,7 @@ var createOrderPolicy = idem.MustPolicy(idem.Policy{
 //	r.ContextWithFallback = true // the request's context (values, cancellation) reaches impl
 //	r.Use(ginMiddleware(validate))
 //	RegisterHandlersWithOptions(r, strict, GinServerOptions{
-//		ErrorHandler: func(c *gin.Context, err error, status int) { idem.WriteProblem(c.Writer, status, err.Error()) },
+//		ErrorHandler: func(c *gin.Context, err error, status int) { request(c, err) }, // a bad parameter: 400
 //	})
 func NewIdempotentStrictServer(impl IdempotentServerInterface, store *idem.Store) StrictServerInterface {
 	return &idempotentServer{impl: impl, store: store}
