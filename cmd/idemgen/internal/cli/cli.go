@@ -14,14 +14,15 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/idemgen/idemgen/internal/cliflag"
 	"github.com/idemgen/idemgen/internal/hammer"
 )
 
 // Exit statuses.
 const (
-	ExitOK    = 0 // success; with -check, the files are up to date
-	ExitFail  = 1 // the spec has errors, generation failed, -check found stale files, or a database error
-	ExitUsage = 2 // bad command, flags or arguments
+	ExitOK    = cliflag.ExitOK    // success; with -check, the files are up to date
+	ExitFail  = 1                 // the spec has errors, generation failed, -check found stale files, or a database error
+	ExitUsage = cliflag.ExitUsage // bad command, flags or arguments
 )
 
 const usage = `idemgen generates idempotent Go HTTP handlers from an OpenAPI 3 spec whose
@@ -70,17 +71,38 @@ var flagSets = map[string]func() *flag.FlagSet{
 }
 
 // flagBeforeCommand is the line for a flag given where the command belongs ("idemgen
-// -routr chi"): the closest flag of a command when one is close.
+// -routr chi"): the command that has that flag, else the closest flag of a command when
+// one is close.
 func flagBeforeCommand(arg string) string {
 	name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
 	hint := "flags follow it: idemgen generate [flags] SPEC"
-	for _, cmd := range slices.Sorted(maps.Keys(flagSets)) {
-		if f := closestFlag(flagSets[cmd](), name); f != "" {
+	cmds := slices.Sorted(maps.Keys(flagSets))
+	for _, closest := range []func(*flag.FlagSet, string) string{exactFlag, cliflag.Closest} {
+		if cmd, f := firstFlag(cmds, closest, name); f != "" {
 			hint = fmt.Sprintf("did you mean idemgen %s -%s?", cmd, f)
 			break
 		}
 	}
-	return fmt.Sprintf("idemgen: unknown flag %s before the command (%s); run 'idemgen -help' for usage", arg, hint)
+	return cliflag.UsageLine("idemgen", fmt.Sprintf("unknown flag %s before the command (%s)", arg, hint))
+}
+
+// firstFlag returns the first of cmds whose flag set find finds a flag in for name, and
+// that flag.
+func firstFlag(cmds []string, find func(*flag.FlagSet, string) string, name string) (cmd, flagName string) {
+	for _, cmd := range cmds {
+		if f := find(flagSets[cmd](), name); f != "" {
+			return cmd, f
+		}
+	}
+	return "", ""
+}
+
+// exactFlag returns name when fs defines it, else "".
+func exactFlag(fs *flag.FlagSet, name string) string {
+	if fs.Lookup(name) != nil {
+		return name
+	}
+	return ""
 }
 
 // Main runs idemgen with args (without the program name).

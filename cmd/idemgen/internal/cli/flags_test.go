@@ -68,9 +68,11 @@ func TestSubcommandHelp(t *testing.T) {
 	}
 }
 
-// A mistyped flag is one line on stderr naming it, with the closest flag when one is
-// close, and where help is; exit status 2.
+// A mistyped flag, a bad value or a missing one is one line on stderr naming it, with the
+// closest flag when one is close, and where help is; exit status 2. Other usage errors
+// end the same way.
 func TestMistypedFlag(t *testing.T) {
+	t.Setenv("DATABASE_URL", "")
 	const genHelp = "; run 'idemgen generate -help' for usage\n"
 	for _, c := range []struct {
 		args []string
@@ -86,10 +88,22 @@ func TestMistypedFlag(t *testing.T) {
 		{[]string{"generate", "-o"}, "idemgen generate: flag needs an argument: -o" + genHelp},
 		{[]string{"purge", "-dryrun"}, "idemgen purge: unknown flag -dryrun (did you mean -dry-run?); run 'idemgen purge -help' for usage\n"},
 		{[]string{"schema", "-o", "x"}, "idemgen schema: unknown flag -o (it takes no flags); run 'idemgen schema -help' for usage\n"},
+		// A flag that begins exactly one flag.
+		{[]string{"generate", "-c"}, "idemgen generate: unknown flag -c (did you mean -check?)" + genHelp},
+		{[]string{"purge", "-time", "1m"}, "idemgen purge: unknown flag -time (did you mean -timeout?); run 'idemgen purge -help' for usage\n"},
+		// Values: what the flag wants.
+		{[]string{"purge", "-timeout", "5"}, `idemgen purge: -timeout: "5" is not a duration (want one such as 10m or 30s); run 'idemgen purge -help' for usage` + "\n"},
+		{[]string{"purge", "-batch", "many"}, `idemgen purge: -batch: "many" is not a whole number; run 'idemgen purge -help' for usage` + "\n"},
 		// Before the command.
 		{[]string{"-routr", "chi"}, "idemgen: unknown flag -routr before the command (did you mean idemgen generate -router?); run 'idemgen -help' for usage\n"},
 		{[]string{"-spec", "x.yaml", "-outt", "foo"}, "idemgen: unknown flag -spec before the command (flags follow it: idemgen generate [flags] SPEC); run 'idemgen -help' for usage\n"},
 		{[]string{"-package", "api", "-o", "api", "openapi.yaml"}, "idemgen: unknown flag -package before the command (did you mean idemgen generate -package?); run 'idemgen -help' for usage\n"},
+		// Usage errors after the flags are parsed: the same one line form.
+		{[]string{"generate", "-o", "x", "spec.yaml"}, "idemgen generate: -package is required" + genHelp},
+		{[]string{"generate", "spec.yaml"}, "idemgen generate: -package is required\nidemgen generate: -o is required" + genHelp},
+		{[]string{"schema", "extra"}, `idemgen schema: takes no arguments, got "extra"; run 'idemgen schema -help' for usage` + "\n"},
+		{[]string{"version", "extra"}, `idemgen version: takes no arguments, got "extra"; run 'idemgen version -help' for usage` + "\n"},
+		{[]string{"purge", "-database-url", "postgres://x", "extra"}, `idemgen purge: unexpected argument "extra"; run 'idemgen purge -help' for usage` + "\n"},
 	} {
 		code, stdout, stderr := run(c.args...)
 		if code != ExitUsage || stdout != "" || stderr != c.want {

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/internal/cliflag"
 )
 
 const purgeHelp = `usage: idemgen purge [-database-url URL] [-batch N] [-timeout D] [-dry-run]
@@ -59,25 +60,21 @@ func newPurgeFlags() (*flag.FlagSet, purgeFlags) {
 
 func purge(args []string, stdout, stderr io.Writer) int {
 	fs, f := newPurgeFlags()
-	rest, code, done := parse(fs, args, purgeHelp, stdout, stderr)
+	rest, code, done := cliflag.Parse(fs, args, purgeHelp, stdout, stderr)
 	if done {
 		return code
 	}
-	usageErr := func(msg string) int {
-		fmt.Fprintf(stderr, "idemgen purge: %s\nRun 'idemgen purge -h' for usage.\n", msg)
-		return ExitUsage
-	}
 	if len(rest) > 0 {
-		return usageErr(fmt.Sprintf("unexpected argument %q", rest[0]))
+		return usageErrors(stderr, fs.Name(), fmt.Sprintf("unexpected argument %q", rest[0]))
 	}
 	if *f.dbURL == "" {
 		*f.dbURL = os.Getenv("DATABASE_URL")
 	}
 	if *f.dbURL == "" {
-		return usageErr("no database: set -database-url or DATABASE_URL")
+		return usageErrors(stderr, fs.Name(), "no database: set -database-url or DATABASE_URL")
 	}
 	if *f.batch < 1 {
-		return usageErr(fmt.Sprintf("-batch must be at least 1, got %d", *f.batch))
+		return usageErrors(stderr, fs.Name(), fmt.Sprintf("-batch must be at least 1, got %d", *f.batch))
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -96,7 +93,7 @@ func purge(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg, err := pgxpool.ParseConfig(*f.dbURL)
 	if err != nil {
-		return usageErr(fmt.Sprintf("database URL: %v", err))
+		return usageErrors(stderr, fs.Name(), fmt.Sprintf("database URL: %v", err))
 	}
 	cfg.MaxConns = 1
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
