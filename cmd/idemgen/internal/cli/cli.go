@@ -105,6 +105,16 @@ func exactFlag(fs *flag.FlagSet, name string) string {
 	return ""
 }
 
+// unknownCommand is the line for a command idemgen does not have: "idemgen: unknown
+// command "generat" (did you mean generate?); run 'idemgen -help' for usage".
+func unknownCommand(cmd string) string {
+	msg := fmt.Sprintf("unknown command %q", cmd)
+	if c := cliflag.Suggest(cmd, append(slices.Sorted(maps.Keys(commands)), "help")); c != "" {
+		msg += " (did you mean " + c + "?)"
+	}
+	return cliflag.UsageLine("idemgen", msg)
+}
+
 // Main runs idemgen with args (without the program name).
 func Main(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -117,6 +127,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		if len(rest) == 1 && commands[rest[0]] != nil {
 			return commands[rest[0]]([]string{"-h"}, stdout, stderr)
 		}
+		if len(rest) == 1 {
+			fmt.Fprintln(stderr, unknownCommand(rest[0]))
+			return ExitUsage
+		}
 		io.WriteString(stdout, usage)
 		return ExitOK
 	case "-version", "--version", "-v":
@@ -128,7 +142,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	if run == nil {
-		fmt.Fprintf(stderr, "idemgen: unknown command %q\n\n%s", cmd, usage)
+		fmt.Fprintln(stderr, unknownCommand(cmd))
 		return ExitUsage
 	}
 	return run(rest, stdout, stderr)

@@ -111,3 +111,24 @@ func TestMistypedFlag(t *testing.T) {
 		}
 	}
 }
+
+// An unknown command is one line: the closest command when one is close, and where help
+// is; exit status 2.
+func TestUnknownCommand(t *testing.T) {
+	const help = "; run 'idemgen -help' for usage\n"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"generat", "spec.yaml"}, `idemgen: unknown command "generat" (did you mean generate?)` + help},
+		{[]string{"gen"}, `idemgen: unknown command "gen" (did you mean generate?)` + help},
+		{[]string{"hamer", "-url", "http://x"}, `idemgen: unknown command "hamer" (did you mean hammer?)` + help},
+		{[]string{"frobnicate"}, `idemgen: unknown command "frobnicate"` + help},
+		{[]string{"help", "shema"}, `idemgen: unknown command "shema" (did you mean schema?)` + help},
+	} {
+		code, stdout, stderr := run(c.args...)
+		if code != ExitUsage || stdout != "" || stderr != c.want {
+			t.Errorf("idemgen %s: exit %d, stdout %q, stderr\n%q\nwant exit %d and\n%q", strings.Join(c.args, " "), code, stdout, stderr, ExitUsage, c.want)
+		}
+	}
+}
