@@ -452,15 +452,42 @@ func TestUsage(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out, errs)
 		}
 	}
-	code, out, errs := main(t, "-h")
-	if code != ExitOK || out != "" || !strings.Contains(errs, "usage: idemgen hammer -url URL") || !strings.Contains(errs, "-key-header") {
-		t.Errorf("-h: exit %d, stdout %q, stderr %q", code, out, errs)
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"-url", srv.URL, "-help"}} {
+		code, out, errs := main(t, args...)
+		if code != ExitOK || errs != "" || !strings.HasPrefix(out, "usage: idemgen hammer -url URL") ||
+			!strings.Contains(out, "-key-header") {
+			t.Errorf("%q: exit %d, stderr %q, stdout %q", args, code, errs, out)
+		}
 	}
 	if len(srvRequests(srv)) != 0 {
 		t.Error("usage errors sent requests")
 	}
 	if _, err := Run(context.Background(), Config{URL: srv.URL, Keys: -1}); err == nil {
 		t.Error("Run accepted negative keys")
+	}
+}
+
+// A bad flag or value is one line on stderr: what is wrong, the closest flag when one is
+// close, and where help is.
+func TestFlagErrors(t *testing.T) {
+	const help = "; run 'idemgen hammer -help' for usage\n"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-urll", "http://x"}, "idemgen hammer: unknown flag -urll (did you mean -url?)"},
+		{[]string{"-url", "http://x", "-n", "abc"}, `idemgen hammer: -n: "abc" is not a whole number`},
+		{[]string{"-url", "http://x", "-H", "bad header"}, `idemgen hammer: -H: want 'Name: value', got "bad header"`},
+		{[]string{"-url", "http://x", "-timeout", "5"}, `idemgen hammer: -timeout: "5" is not a duration (want one such as 10m or 30s)`},
+		{[]string{"-url", "http://x", "-x", "PUT"}, "idemgen hammer: unknown flag -x (did you mean -X?)"},
+		{[]string{"-url", "http://x", "--key-prefx", "p"}, "idemgen hammer: unknown flag --key-prefx (did you mean -key-prefix?)"},
+		{[]string{"-url", "http://x", "extra"}, `idemgen hammer: unexpected argument "extra"`},
+		{[]string{}, "idemgen hammer: -url is required"},
+	} {
+		code, out, errs := main(t, c.args...)
+		if code != ExitUsage || out != "" || errs != c.want+help {
+			t.Errorf("%q: exit %d, stdout %q, stderr\n%q\nwant exit 2 and\n%q", c.args, code, out, errs, c.want+help)
+		}
 	}
 }
 

@@ -68,6 +68,7 @@ var commands = map[string]func(args []string, stdout, stderr io.Writer) int{
 var flagSets = map[string]func() *flag.FlagSet{
 	"generate": func() *flag.FlagSet { fs, _ := newGenerateFlags(); return fs },
 	"purge":    func() *flag.FlagSet { fs, _ := newPurgeFlags(); return fs },
+	"hammer":   hammer.FlagSet,
 }
 
 // flagBeforeCommand is the line for a flag given where the command belongs ("idemgen
