@@ -15,7 +15,7 @@ import (
 // Exit statuses of [Main].
 const (
 	ExitOK    = cliflag.ExitOK    // every check passed
-	ExitFail  = 1                 // a 5xx, transport error, mismatched replay or duplicate execution, or interrupted
+	ExitFail  = 1                 // a 5xx, transport error, 4xx other than 409 and 422, key never executed, mismatched replay or duplicate execution, or interrupted
 	ExitUsage = cliflag.ExitUsage // bad flags or arguments
 )
 
@@ -25,12 +25,14 @@ Sends -n requests to an idempotent endpoint, spread over -keys idempotency keys,
 key's duplicates released at the same instant with at most -c requests in flight, and
 checks that every key executed at most once (one non-replayed 2xx), that every replay
 ("Idempotent-Replayed: true") matches its key's original response byte for byte, and
-that there were no 5xx responses or transport errors.
+that the endpoint ran the requests: no 5xx responses, no transport errors, no 4xx other
+than the protocol's 409 (key in progress) and 422 (key used with another payload), and
+no key without an execution or a replay. The first refused response is printed.
 
 {{key}} and {{i}} in -url, -d and -H values are replaced by the key and its 0-based index.
 
-Exit status: 0 all good; 1 a 5xx, transport error, mismatched replay, duplicate
-execution, or interrupted; 2 usage error.
+Exit status: 0 all good; 1 a 5xx, transport error, 4xx other than 409 and 422, key
+never executed, mismatched replay, duplicate execution, or interrupted; 2 usage error.
 
 Example:
   idemgen hammer -url http://localhost:8080/orders -n 1000 -c 50 -keys 100 \

@@ -221,6 +221,8 @@ type keyState struct {
 	ref4xx      *observed        // first stored-kind 4xx not replayed
 	firstReplay *observed        // first replay, for keys without an original
 	replays     map[observed]int // distinct replays and their counts
+	clientError *observed        // first 4xx other than 409 and 422, replayed or not
+	refusal     *observed        // first response neither replayed nor a 2xx
 }
 
 // keyRequest is the request template of one key.
@@ -383,6 +385,12 @@ func send(ctx context.Context, client *http.Client, cfg *Config, kr keyRequest, 
 	obs := observed{status: resp.StatusCode, body: buf.String(), length: n, location: resp.Header.Get("Location")}
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
+	if clientError(obs.status) && ks.clientError == nil {
+		ks.clientError = &obs
+	}
+	if !rec.replayed && (obs.status < 200 || obs.status >= 300) && ks.refusal == nil {
+		ks.refusal = &obs
+	}
 	switch {
 	case rec.replayed:
 		if ks.replays == nil {
@@ -399,6 +407,15 @@ func send(ctx context.Context, client *http.Client, cfg *Config, kr keyRequest, 
 			ks.ref4xx = &obs
 		}
 	}
+}
+
+// clientError reports whether status is a 4xx other than the protocol's own answers to
+// a well-formed request: 409 (the key is in progress) and 422 (the key was used with
+// another payload). Such a response means the request itself was refused (400 for a
+// missing header or an invalid key, 401, 404, 413, 429, ...): nothing ran.
+func clientError(status int) bool {
+	return status >= 400 && status < 500 &&
+		status != http.StatusConflict && status != http.StatusUnprocessableEntity
 }
 
 // transient4xx reports the "try again" statuses a server answers without storing them.
