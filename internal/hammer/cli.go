@@ -29,6 +29,9 @@ that the endpoint ran the requests: no 5xx responses, no transport errors, no 4x
 than the protocol's 409 (key in progress) and 422 (key used with another payload), and
 no key without an execution or a replay. The first refused response is printed.
 
+Key i is PREFIX+i (-key-prefix); with -key-format uuid, for a key declared with
+format: uuid, it is a version 4 UUID derived from the prefix (random per run, or
+-key-prefix: the same prefix gives the same UUIDs) and i.
 {{key}} and {{i}} in -url, -d and -H values are replaced by the key and its 0-based index.
 
 Exit status: 0 all good; 1 a 5xx, transport error, 4xx other than 409 and 422, key
@@ -77,7 +80,8 @@ func newFlags(cfg *Config, o *options) *flag.FlagSet {
 	fs.IntVar(&cfg.Concurrency, "c", DefaultConcurrency, "maximum requests in flight, `CONCURRENCY`")
 	fs.IntVar(&cfg.Keys, "keys", DefaultKeys, "number of distinct idempotency keys, `K`; each gets n/K duplicates")
 	fs.StringVar(&cfg.KeyHeader, "key-header", DefaultKeyHeader, "idempotency key header `NAME`")
-	fs.StringVar(&o.keyPrefix, "key-prefix", "", "key `PREFIX`; key i is PREFIX+i (default random per run)")
+	fs.StringVar(&cfg.KeyFormat, "key-format", KeyFormatPrefix, "`FORMAT` of the keys: prefix (key i is PREFIX+i) or uuid (a version 4 UUID\nderived from PREFIX and i, for a key declared with format: uuid)")
+	fs.StringVar(&o.keyPrefix, "key-prefix", "", "key `PREFIX`; key i is PREFIX+i, or with -key-format uuid the UUIDs' seed\n(default random per run)")
 	fs.DurationVar(&cfg.Timeout, "timeout", DefaultTimeout, "per-request `TIMEOUT` (e.g. 30s), from release to end of body")
 	fs.BoolVar(&o.jsonOut, "json", false, "print the summary as JSON")
 	fs.BoolVar(&o.quiet, "q", false, "no progress lines on stderr")
@@ -153,6 +157,9 @@ func configure(fs *flag.FlagSet, cfg *Config, o *options, rest []string) string 
 	}
 	if cfg.KeyHeader == "" {
 		return "-key-header must not be empty"
+	}
+	if cfg.KeyFormat != KeyFormatPrefix && cfg.KeyFormat != KeyFormatUUID {
+		return fmt.Sprintf("-key-format must be %s or %s, not %q", KeyFormatPrefix, KeyFormatUUID, cfg.KeyFormat)
 	}
 	isSet := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { isSet[f.Name] = true })

@@ -23,6 +23,10 @@
 //     4xx, 5xx or transport error): the run tested nothing for it. A key answered only by
 //     replays is no failure: it was executed before (by an earlier run with the same keys).
 //
+// Key i is KeyPrefix+i, or with KeyFormat "uuid" (for a key declared with format: uuid) a
+// version 4 UUID derived from KeyPrefix and i; either way the same KeyPrefix gives the
+// same keys, and the default KeyPrefix is random per run.
+//
 // # Scheduling
 //
 // At most Concurrency requests are in flight at any time, and a key's duplicates leave

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -559,7 +560,7 @@ func TestUsage(t *testing.T) {
 	for _, args := range [][]string{{"-h"}, {"--help"}, {"-url", srv.URL, "-help"}} {
 		code, out, errs := main(t, args...)
 		if code != ExitOK || errs != "" || !strings.HasPrefix(out, "usage: idemgen hammer -url URL") ||
-			!strings.Contains(out, "-key-header") {
+			!strings.Contains(out, "-key-header") || !strings.Contains(out, "-key-format FORMAT") {
 			t.Errorf("%q: exit %d, stderr %q, stdout %q", args, code, errs, out)
 		}
 	}
@@ -585,6 +586,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-url", "http://x", "-timeout", "5"}, `idemgen hammer: -timeout: "5" is not a duration (want one such as 10m or 30s)`},
 		{[]string{"-url", "http://x", "-x", "PUT"}, "idemgen hammer: unknown flag -x (did you mean -X?)"},
 		{[]string{"-url", "http://x", "--key-prefx", "p"}, "idemgen hammer: unknown flag --key-prefx (did you mean -key-prefix?)"},
+		{[]string{"-url", "http://x", "-key-format", "uuid4"}, `idemgen hammer: -key-format must be prefix or uuid, not "uuid4"`},
 		{[]string{"-url", "http://x", "extra"}, `idemgen hammer: unexpected argument "extra"`},
 		{[]string{}, "idemgen hammer: -url is required"},
 	} {
@@ -592,6 +594,48 @@ func TestFlagErrors(t *testing.T) {
 		if code != ExitUsage || out != "" || errs != c.want+help {
 			t.Errorf("%q: exit %d, stdout %q, stderr\n%q\nwant exit 2 and\n%q", c.args, code, out, errs, c.want+help)
 		}
+	}
+}
+
+// -key-format uuid sends version 4 UUIDs, one per key index, the same for the same
+// -key-prefix; {{key}} is the UUID.
+func TestKeyFormatUUID(t *testing.T) {
+	v4 := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	s, srv := newTestServer(t, idempotent, 0)
+	args := []string{"-url", srv.URL, "-n", "6", "-c", "1", "-keys", "3", "-key-format", "uuid", "-key-prefix", "seed-", "-d", `{"ref":"{{key}}"}`, "-q"}
+	code, out, errs := main(t, args...)
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	s.mu.Lock()
+	keys := slices.Sorted(maps.Keys(s.perKey))
+	for _, k := range keys {
+		if !v4.MatchString(k) || s.perKey[k] != 2 || s.bodies[k] != `{"ref":"`+k+`"}` {
+			t.Errorf("key %q: %d requests, body %q", k, s.perKey[k], s.bodies[k])
+		}
+	}
+	s.mu.Unlock()
+	if len(keys) != 3 {
+		t.Fatalf("server saw keys %q, want 3", keys)
+	}
+	key0 := uuidKey("seed-", 0)
+	if want := "3 uuid keys (seed seed-; key 0 is " + key0 + "), 2 requests each;"; !strings.Contains(out, want) || !slices.Contains(keys, key0) {
+		t.Errorf("stdout lacks %q, or the server did not see %s:\n%s", want, key0, out)
+	}
+	// The same seed gives the same keys: all replays now.
+	code, out, _ = main(t, args...)
+	if code != ExitOK || !strings.Contains(out, "executions   0 (at most one per key; 3 keys answered only by replays") {
+		t.Errorf("second run: exit %d:\n%s", code, out)
+	}
+	s.mu.Lock()
+	if len(s.perKey) != 3 || s.executions != 3 {
+		t.Errorf("after the second run the server saw keys %v, %d executions", s.perKey, s.executions)
+	}
+	s.mu.Unlock()
+	// Another seed (the default: random per run), other keys.
+	r := run(t, Config{URL: srv.URL, Requests: 1, KeyFormat: KeyFormatUUID})
+	if k := r.PerKey[0].Key; !v4.MatchString(k) || slices.Contains(keys, k) {
+		t.Errorf("random seed gave key %q", k)
 	}
 }
 

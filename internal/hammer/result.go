@@ -15,10 +15,11 @@ type Result struct {
 	Method string // HTTP method sent
 	URL    string // URL as configured (before placeholders are replaced)
 
-	Planned     int // requests the run was to send (Config.Requests)
-	Keys        int // distinct idempotency keys (Config.Keys)
-	KeyPrefix   string
-	Concurrency int // bound on requests in flight
+	Planned     int    // requests the run was to send (Config.Requests)
+	Keys        int    // distinct idempotency keys (Config.Keys)
+	KeyFormat   string // KeyFormatPrefix or KeyFormatUUID
+	KeyPrefix   string // the keys' prefix; with KeyFormatUUID, their seed
+	Concurrency int    // bound on requests in flight
 
 	// Requests is the number of requests that completed: an HTTP response or a transport
 	// error. Planned minus Requests were cancelled or never sent.
@@ -161,11 +162,11 @@ func (r *Result) Problems() []string {
 func analyze(cfg *Config, records []record, keys []keyState, elapsed time.Duration, canceled bool) *Result {
 	r := &Result{
 		Method: cfg.Method, URL: cfg.URL, Planned: cfg.Requests, Keys: cfg.Keys,
-		KeyPrefix: cfg.KeyPrefix, Concurrency: cfg.Concurrency, Elapsed: elapsed,
+		KeyFormat: cfg.KeyFormat, KeyPrefix: cfg.KeyPrefix, Concurrency: cfg.Concurrency, Elapsed: elapsed,
 		Status: make(map[int]int), PerKey: make([]KeyResult, cfg.Keys),
 	}
 	for i := range r.PerKey {
-		r.PerKey[i] = KeyResult{Index: i, Key: cfg.KeyPrefix + strconv.Itoa(i)}
+		r.PerKey[i] = KeyResult{Index: i, Key: cfg.key(i)}
 	}
 	var lat []time.Duration
 	errCount := map[string]int{}
@@ -344,12 +345,8 @@ func (r *Result) WriteTable(w io.Writer) {
 	}
 
 	line("hammer", "%s %s", r.Method, r.URL)
-	per := fmt.Sprint(r.Planned / r.Keys)
-	if r.Planned%r.Keys != 0 {
-		per = fmt.Sprintf("%d-%d", r.Planned/r.Keys, r.Planned/r.Keys+1)
-	}
-	line("requests", "%d in %s (%.1f req/s); %s (%s*), %s requests each; concurrency %d",
-		r.Requests, fmtDur(r.Elapsed), r.RequestsPerSecond, plural(r.Keys, "key"), r.KeyPrefix, per, r.Concurrency)
+	line("requests", "%d in %s (%.1f req/s); %s, %s each; concurrency %d",
+		r.Requests, fmtDur(r.Elapsed), r.RequestsPerSecond, r.describeKeys(), r.perKey(), r.Concurrency)
 	if r.Interrupted {
 		loud("INTERRUPTED: %d of %d requests completed, %d cancelled; partial summary", r.Requests, r.Planned, r.Canceled)
 	}
@@ -439,6 +436,24 @@ func (r *Result) WriteTable(w io.Writer) {
 	io.WriteString(w, b.String())
 }
 
+// describeKeys describes the keys for the summary: "10 keys (hammer-1f2e3d4c-*)", or
+// with uuid keys "10 uuid keys (seed hammer-1f2e3d4c-; key 0 is 3f2a...)".
+func (r *Result) describeKeys() string {
+	if r.KeyFormat == KeyFormatUUID && len(r.PerKey) > 0 {
+		return fmt.Sprintf("%s (seed %s; key 0 is %s)", plural(r.Keys, "uuid key"), r.KeyPrefix, r.PerKey[0].Key)
+	}
+	return fmt.Sprintf("%s (%s*)", plural(r.Keys, "key"), r.KeyPrefix)
+}
+
+// perKey says how many requests each key got: "5 requests", "4-5 requests".
+func (r *Result) perKey() string {
+	n := r.Planned / r.Keys
+	if r.Planned%r.Keys != 0 {
+		return fmt.Sprintf("%d-%d requests", n, n+1)
+	}
+	return fmt.Sprintf("%d requests", n)
+}
+
 // replayOnly is sep and "N keys answered only by replays", or "" without such keys.
 func (r *Result) replayOnly(sep string) string {
 	if r.ReplayOnlyKeys == 0 {
@@ -456,6 +471,7 @@ type jsonSummary struct {
 	Planned             int                `json:"planned"`
 	Requests            int                `json:"requests"`
 	Keys                int                `json:"keys"`
+	KeyFormat           string             `json:"key_format"`
 	KeyPrefix           string             `json:"key_prefix"`
 	Concurrency         int                `json:"concurrency"`
 	ElapsedMS           float64            `json:"elapsed_ms"`
@@ -496,7 +512,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 func (r *Result) WriteJSON(w io.Writer) error {
 	s := jsonSummary{
 		OK: r.OK(), Problems: r.Problems(), Method: r.Method, URL: r.URL,
-		Planned: r.Planned, Requests: r.Requests, Keys: r.Keys, KeyPrefix: r.KeyPrefix,
+		Planned: r.Planned, Requests: r.Requests, Keys: r.Keys, KeyFormat: r.KeyFormat, KeyPrefix: r.KeyPrefix,
 		Concurrency: r.Concurrency, ElapsedMS: ms(r.Elapsed), RequestsPerSecond: r.RequestsPerSecond,
 		Status:     make(map[string]int, len(r.Status)),
 		Executions: r.Executions, DuplicateExecutions: r.DuplicateExecutions,

@@ -48,7 +48,7 @@ func TestSubcommandHelp(t *testing.T) {
 		"schema":   {"idempotency_keys"},
 		"purge":    {"-database-url URL", "-batch N", "-dry-run", "-timeout D", "DATABASE_URL"},
 		"version":  {"--version", "VCS revision", "(devel)"},
-		"hammer":   {"-url URL", "-keys K", "-timeout TIMEOUT", "one dash or two"},
+		"hammer":   {"-url URL", "-keys K", "-key-format FORMAT", "-timeout TIMEOUT", "one dash or two"},
 	} {
 		for _, args := range [][]string{{cmd, "-h"}, {cmd, "--help"}, {cmd, "-help"}, {"help", cmd}} {
 			code, stdout, stderr := run(args...)
