@@ -73,7 +73,7 @@ type options struct {
 func newFlags(cfg *Config, o *options) *flag.FlagSet {
 	fs := cliflag.NewFlagSet("idemgen hammer")
 	fs.StringVar(&cfg.URL, "url", "", "endpoint `URL` (required)")
-	fs.StringVar(&cfg.Method, "X", DefaultMethod, "HTTP `METHOD`")
+	fs.StringVar(&cfg.Method, "X", DefaultMethod, "HTTP `METHOD`, sent as typed")
 	fs.Var(&o.headers, "H", "request header `'Name: value'` (repeatable)")
 	fs.StringVar(&o.body, "d", "", "request `BODY`; @file reads it from file")
 	fs.IntVar(&cfg.Requests, "n", DefaultRequests, "total `REQUESTS`")
@@ -160,6 +160,9 @@ func configure(fs *flag.FlagSet, cfg *Config, o *options, rest []string) string 
 	}
 	if cfg.KeyFormat != KeyFormatPrefix && cfg.KeyFormat != KeyFormatUUID {
 		return fmt.Sprintf("-key-format must be %s or %s, not %q", KeyFormatPrefix, KeyFormatUUID, cfg.KeyFormat)
+	}
+	if cfg.Method != "" && !validToken(cfg.Method) {
+		return fmt.Sprintf("-X %q is not an HTTP method (a token: letters, digits and !#$%%&'*+-.^_`|~)", cfg.Method)
 	}
 	isSet := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { isSet[f.Name] = true })

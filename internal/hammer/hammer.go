@@ -400,7 +400,7 @@ func send(ctx context.Context, client *http.Client, cfg *Config, kr keyRequest, 
 	t0 := time.Now()
 	resp, err := client.Do(req.WithContext(rctx))
 	if err != nil {
-		rec.err, rec.canceled = err, ctx.Err() != nil
+		rec.err, rec.canceled = withMethod(err, cfg.Method), ctx.Err() != nil
 		return
 	}
 	defer resp.Body.Close()
@@ -453,6 +453,16 @@ func send(ctx context.Context, client *http.Client, cfg *Config, kr keyRequest, 
 func clientError(status int) bool {
 	return status >= 400 && status < 500 &&
 		status != http.StatusConflict && status != http.StatusUnprocessableEntity
+}
+
+// withMethod names the method in err, a *url.Error from http.Client.Do, as it was sent:
+// net/http writes the operation as "Post" (or "Foo" for FOO).
+func withMethod(err error, method string) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.Op = method
+	}
+	return err
 }
 
 // transient4xx reports the "try again" statuses a server answers without storing them.

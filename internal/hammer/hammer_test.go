@@ -586,6 +586,7 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-url", "http://x", "-timeout", "5"}, `idemgen hammer: -timeout: "5" is not a duration (want one such as 10m or 30s)`},
 		{[]string{"-url", "http://x", "-x", "PUT"}, "idemgen hammer: unknown flag -x (did you mean -X?)"},
 		{[]string{"-url", "http://x", "--key-prefx", "p"}, "idemgen hammer: unknown flag --key-prefx (did you mean -key-prefix?)"},
+		{[]string{"-url", "http://x", "-X", "GE T"}, `idemgen hammer: -X "GE T" is not an HTTP method (a token: letters, digits and !#$%&'*+-.^_` + "`|~)"},
 		{[]string{"-url", "http://x", "-key-format", "uuid4"}, `idemgen hammer: -key-format must be prefix or uuid, not "uuid4"`},
 		{[]string{"-url", "http://x", "extra"}, `idemgen hammer: unexpected argument "extra"`},
 		{[]string{}, "idemgen hammer: -url is required"},
@@ -636,6 +637,21 @@ func TestKeyFormatUUID(t *testing.T) {
 	r := run(t, Config{URL: srv.URL, Requests: 1, KeyFormat: KeyFormatUUID})
 	if k := r.PerKey[0].Key; !v4.MatchString(k) || slices.Contains(keys, k) {
 		t.Errorf("random seed gave key %q", k)
+	}
+}
+
+// The summary speaks as a user does: "1 request each"; the method of a transport error
+// as it was sent.
+func TestWording(t *testing.T) {
+	_, srv := newTestServer(t, idempotent, 0)
+	if _, out, _ := main(t, "-url", srv.URL, "-n", "3", "-keys", "3", "-key-prefix", "w", "-q"); !strings.Contains(out, "3 keys (w*), 1 request each; concurrency 10\n") {
+		t.Errorf("stdout:\n%s", out)
+	}
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	_, out, _ := main(t, "-url", closed.URL, "-X", "FOO", "-n", "1", "-q")
+	if want := fmt.Sprintf("1x FOO %q: ", closed.URL); !strings.Contains(out, want) {
+		t.Errorf("stdout lacks %q:\n%s", want, out)
 	}
 }
 

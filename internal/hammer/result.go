@@ -445,13 +445,13 @@ func (r *Result) describeKeys() string {
 	return fmt.Sprintf("%s (%s*)", plural(r.Keys, "key"), r.KeyPrefix)
 }
 
-// perKey says how many requests each key got: "5 requests", "4-5 requests".
+// perKey says how many requests each key got: "1 request", "5 requests", "4-5 requests".
 func (r *Result) perKey() string {
 	n := r.Planned / r.Keys
 	if r.Planned%r.Keys != 0 {
 		return fmt.Sprintf("%d-%d requests", n, n+1)
 	}
-	return fmt.Sprintf("%d requests", n)
+	return plural(n, "request")
 }
 
 // replayOnly is sep and "N keys answered only by replays", or "" without such keys.
