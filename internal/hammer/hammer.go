@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -36,6 +37,12 @@ const ReplayedHeader = "Idempotent-Replayed"
 // bodies are still read to the end and their full length is compared too.
 const MaxBodyBytes = 4 << 20
 
+// Key formats of Config.KeyFormat.
+const (
+	KeyFormatPrefix = "prefix" // key i is KeyPrefix+i ("hammer-1f2e3d4c-7")
+	KeyFormatUUID   = "uuid"   // key i is a version 4 UUID derived from KeyPrefix and i
+)
+
 // Template placeholders replaced in URL, Body and Header values, per key.
 const (
 	KeyPlaceholder   = "{{key}}" // the idempotency key
@@ -62,9 +69,14 @@ type Config struct {
 	Keys int
 	// KeyHeader is the request header carrying the key. Default Idempotency-Key.
 	KeyHeader string
-	// KeyPrefix starts every key; key i is KeyPrefix+strconv.Itoa(i). Default: a random
+	// KeyFormat is how key i is made: KeyFormatPrefix (the default) or KeyFormatUUID, for
+	// an endpoint whose key is declared with format: uuid.
+	KeyFormat string
+	// KeyPrefix starts every key: key i is KeyPrefix+strconv.Itoa(i). Default: a random
 	// "hammer-xxxxxxxx-" per run, so reruns don't collide. Printable ASCII without spaces,
-	// commas or double quotes.
+	// commas or double quotes. With KeyFormatUUID it is the seed of the keys instead: key i
+	// is the version 4 UUID made of the first 16 bytes of SHA-256(KeyPrefix, NUL, i), in
+	// lowercase, so the same KeyPrefix gives the same keys.
 	KeyPrefix string
 	// Timeout bounds each request, from its release to the end of its body. Default 30s.
 	Timeout time.Duration
@@ -112,6 +124,13 @@ func (c Config) withDefaults() (Config, error) {
 	if !validToken(c.KeyHeader) {
 		return c, fmt.Errorf("invalid key header name %q", c.KeyHeader)
 	}
+	switch c.KeyFormat {
+	case "":
+		c.KeyFormat = KeyFormatPrefix
+	case KeyFormatPrefix, KeyFormatUUID:
+	default:
+		return c, fmt.Errorf("key format must be %s or %s, not %q", KeyFormatPrefix, KeyFormatUUID, c.KeyFormat)
+	}
 	if c.KeyPrefix == "" {
 		var b [4]byte
 		if _, err := rand.Read(b[:]); err != nil {
@@ -144,7 +163,7 @@ func (c Config) withDefaults() (Config, error) {
 		}
 	}
 	// Check the URL as key 0 will send it.
-	u, err := url.Parse(expand(c.URL, c.KeyPrefix+"0", 0))
+	u, err := url.Parse(expand(c.URL, c.key(0), 0))
 	if err != nil {
 		return c, fmt.Errorf("invalid URL: %v", err)
 	}
@@ -166,6 +185,24 @@ func validToken(s string) bool {
 		}
 	}
 	return true
+}
+
+// key returns key i.
+func (c *Config) key(i int) string {
+	if c.KeyFormat == KeyFormatUUID {
+		return uuidKey(c.KeyPrefix, i)
+	}
+	return c.KeyPrefix + strconv.Itoa(i)
+}
+
+// uuidKey returns the version 4 UUID of key i under seed: the first 16 bytes of
+// SHA-256(seed, NUL, i) with the version and variant bits set, in lowercase 8-4-4-4-12.
+func uuidKey(seed string, i int) string {
+	sum := sha256.Sum256([]byte(seed + "\x00" + strconv.Itoa(i)))
+	b := sum[:16]
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // variant 10 (RFC 9562)
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
 // expand replaces the placeholders in s for key index i.
@@ -221,6 +258,8 @@ type keyState struct {
 	ref4xx      *observed        // first stored-kind 4xx not replayed
 	firstReplay *observed        // first replay, for keys without an original
 	replays     map[observed]int // distinct replays and their counts
+	clientError *observed        // first 4xx other than 409 and 422, replayed or not
+	refusal     *observed        // first response neither replayed nor a 2xx
 }
 
 // keyRequest is the request template of one key.
@@ -233,7 +272,7 @@ type keyRequest struct {
 }
 
 func (c *Config) keyRequest(i int) keyRequest {
-	key := c.KeyPrefix + strconv.Itoa(i)
+	key := c.key(i)
 	kr := keyRequest{index: i, key: key, url: expand(c.URL, key, i), header: make(http.Header, len(c.Header)+1)}
 	if c.Body != nil {
 		kr.body = []byte(expand(string(c.Body), key, i))
@@ -361,7 +400,7 @@ func send(ctx context.Context, client *http.Client, cfg *Config, kr keyRequest, 
 	t0 := time.Now()
 	resp, err := client.Do(req.WithContext(rctx))
 	if err != nil {
-		rec.err, rec.canceled = err, ctx.Err() != nil
+		rec.err, rec.canceled = withMethod(err, cfg.Method), ctx.Err() != nil
 		return
 	}
 	defer resp.Body.Close()
@@ -383,6 +422,12 @@ func send(ctx context.Context, client *http.Client, cfg *Config, kr keyRequest, 
 	obs := observed{status: resp.StatusCode, body: buf.String(), length: n, location: resp.Header.Get("Location")}
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
+	if clientError(obs.status) && ks.clientError == nil {
+		ks.clientError = &obs
+	}
+	if !rec.replayed && (obs.status < 200 || obs.status >= 300) && ks.refusal == nil {
+		ks.refusal = &obs
+	}
 	switch {
 	case rec.replayed:
 		if ks.replays == nil {
@@ -399,6 +444,25 @@ func send(ctx context.Context, client *http.Client, cfg *Config, kr keyRequest, 
 			ks.ref4xx = &obs
 		}
 	}
+}
+
+// clientError reports whether status is a 4xx other than the protocol's own answers to
+// a well-formed request: 409 (the key is in progress) and 422 (the key was used with
+// another payload). Such a response means the request itself was refused (400 for a
+// missing header or an invalid key, 401, 404, 413, 429, ...): nothing ran.
+func clientError(status int) bool {
+	return status >= 400 && status < 500 &&
+		status != http.StatusConflict && status != http.StatusUnprocessableEntity
+}
+
+// withMethod names the method in err, a *url.Error from http.Client.Do, as it was sent:
+// net/http writes the operation as "Post" (or "Foo" for FOO).
+func withMethod(err error, method string) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.Op = method
+	}
+	return err
 }
 
 // transient4xx reports the "try again" statuses a server answers without storing them.

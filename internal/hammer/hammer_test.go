@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -27,7 +28,14 @@ const (
 	serverError             // 503 for everything
 	rejecting               // first request per key 422 (stored), later ones replay it
 	replayAll               // every response is a replay of something never executed here
+	refusing                // 400 problem for everything, as for a missing header
+	stuck                   // 409 for everything: a claim that never completes
+	reused                  // 422 for everything (not stored): keys used with another payload
+	limitFirst              // 429 for each key's first request, then like idempotent
 )
+
+// refusal is the body mode refusing answers.
+const refusal = `{"title":"Bad Request","detail":"the Content-Type header is required"}`
 
 // testServer is a tiny in-memory idempotent endpoint.
 type testServer struct {
@@ -111,6 +119,19 @@ func (s *testServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		fmt.Fprintf(w, `{"key":%q}`, key)
 		return
+	case refusing, stuck, reused:
+		s.mu.Unlock()
+		status := map[mode]int{refusing: http.StatusBadRequest, stuck: http.StatusConflict, reused: http.StatusUnprocessableEntity}[s.mode]
+		w.Header().Set("Content-Type", "application/problem+json")
+		w.WriteHeader(status)
+		io.WriteString(w, refusal)
+		return
+	case limitFirst:
+		if s.perKey[key] == 1 {
+			s.mu.Unlock()
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+			return
+		}
 	}
 
 	k := s.keys[key]
@@ -186,14 +207,16 @@ func main(t *testing.T, args ...string) (int, string, string) {
 }
 
 type counts struct {
-	Requests, Executions, DuplicateExecutions, DuplicatedKeys, UnexecutedKeys             int
-	Replays, ReplayMismatches, UnverifiedReplays, ServerErrors, TransportErrors, Canceled int
-	Interrupted, OK                                                                       bool
+	Requests, Executions, DuplicateExecutions, DuplicatedKeys, UnexecutedKeys, ReplayOnlyKeys int
+	Replays, ReplayMismatches, UnverifiedReplays                                              int
+	ServerErrors, ClientErrors, TransportErrors, Canceled                                     int
+	Interrupted, OK                                                                           bool
 }
 
 func countsOf(r *Result) counts {
-	return counts{r.Requests, r.Executions, r.DuplicateExecutions, r.DuplicatedKeys, r.UnexecutedKeys,
-		r.Replays, r.ReplayMismatches, r.UnverifiedReplays, r.ServerErrors, r.TransportErrors, r.Canceled,
+	return counts{r.Requests, r.Executions, r.DuplicateExecutions, r.DuplicatedKeys, r.UnexecutedKeys, r.ReplayOnlyKeys,
+		r.Replays, r.ReplayMismatches, r.UnverifiedReplays,
+		r.ServerErrors, r.ClientErrors, r.TransportErrors, r.Canceled,
 		r.Interrupted, r.OK()}
 }
 
@@ -323,18 +346,100 @@ func TestTransportErrors(t *testing.T) {
 	}
 }
 
-// A stored 4xx is the original its replays are compared with; it is no execution.
+// A stored 4xx is the original its replays are compared with; it is no execution, but
+// the key was answered: no failure.
 func TestStored4xx(t *testing.T) {
 	_, srv := newTestServer(t, rejecting, 0)
 	r := run(t, Config{URL: srv.URL, Requests: 12, Concurrency: 1, Keys: 3})
-	check(t, r, counts{Requests: 12, Replays: 9, UnexecutedKeys: 3, OK: true}, map[int]int{422: 12})
+	check(t, r, counts{Requests: 12, Replays: 9, ReplayOnlyKeys: 3, OK: true}, map[int]int{422: 12})
 }
 
+// Keys answered only by replays were executed before this run: no failure.
 func TestUnverifiedReplays(t *testing.T) {
 	_, srv := newTestServer(t, replayAll, 0)
 	r := run(t, Config{URL: srv.URL, Requests: 12, Concurrency: 4, Keys: 3})
-	check(t, r, counts{Requests: 12, Replays: 12, UnverifiedReplays: 12, UnexecutedKeys: 3, OK: true},
+	check(t, r, counts{Requests: 12, Replays: 12, UnverifiedReplays: 12, ReplayOnlyKeys: 3, OK: true},
 		map[int]int{200: 12})
+	code, out, _ := main(t, "-url", srv.URL, "-n", "12", "-keys", "3", "-key-prefix", "r", "-q")
+	if want := "executions   0 (at most one per key; 3 keys answered only by replays (executed before this run))\n"; code != ExitOK || !strings.Contains(out, want) {
+		t.Errorf("exit %d, want 0 and %q:\n%s", code, want, out)
+	}
+}
+
+// A run in which nothing ran fails, and shows the first refused response: every answer a
+// 400 (a missing header), every answer a 409 (a claim that never completes), or every
+// answer a 422 (keys used before with another payload).
+func TestNothingRan(t *testing.T) {
+	body := fmt.Sprintf("%d bytes: %q", len(refusal), refusal)
+	for _, c := range []struct {
+		mode mode
+		want []string
+	}{
+		{refusing, []string{
+			"status       400: 40\n",
+			"!!! REFUSED: 40 4xx responses other than 409 and 422 (requests the endpoint refused: nothing ran for them)\n",
+			"!!!   first, key k0: 400, " + body + "\n",
+			"executions   0 (at most one per key; 10 keys NEVER EXECUTED)\n",
+			"!!! NEVER EXECUTED: 10 of 10 keys got neither an execution nor a replay\n",
+			"result       FAIL: 40 4xx responses other than 409 and 422; 10 keys never executed\n",
+		}},
+		{stuck, []string{
+			"!!! NEVER EXECUTED: 10 of 10 keys got neither an execution nor a replay\n",
+			"!!!   first answer, key k0: 409, " + body + "\n",
+			"result       FAIL: 10 keys never executed\n",
+		}},
+		{reused, []string{
+			"!!!   first answer, key k0: 422, " + body + "\n",
+			"result       FAIL: 10 keys never executed\n",
+		}},
+	} {
+		_, srv := newTestServer(t, c.mode, 0)
+		code, out, errs := main(t, "-url", srv.URL, "-n", "40", "-keys", "10", "-key-prefix", "k", "-q")
+		if code != ExitFail {
+			t.Errorf("mode %d: exit %d, want 1:\n%s%s", c.mode, code, out, errs)
+		}
+		for _, want := range c.want {
+			if !strings.Contains(out, want) {
+				t.Errorf("mode %d: stdout lacks %q:\n%s", c.mode, want, out)
+			}
+		}
+		if c.mode == refusing && strings.Contains(out, "first answer") {
+			t.Errorf("the refused response shown twice:\n%s", out)
+		}
+	}
+
+	_, srv := newTestServer(t, refusing, 0)
+	code, out, _ := main(t, "-url", srv.URL, "-n", "4", "-keys", "2", "-key-prefix", "j", "-json", "-q")
+	var got struct {
+		OK               bool     `json:"ok"`
+		Problems         []string `json:"problems"`
+		ClientErrors     int      `json:"client_errors"`
+		UnexecutedKeys   int      `json:"unexecuted_keys"`
+		FirstClientError *Answer  `json:"first_client_error"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	want := Answer{Key: "j0", Response: "400, " + body}
+	if code != ExitFail || got.OK || len(got.Problems) != 2 || got.ClientErrors != 4 || got.UnexecutedKeys != 2 ||
+		got.FirstClientError == nil || *got.FirstClientError != want {
+		t.Errorf("-json: exit %d, %+v\n%s", code, got, out)
+	}
+}
+
+// A 4xx other than 409 and 422 fails the run even when every key executed.
+func TestClientErrorFails(t *testing.T) {
+	_, srv := newTestServer(t, limitFirst, 0)
+	r := run(t, Config{URL: srv.URL, Requests: 6, Concurrency: 1, Keys: 2, KeyPrefix: "l"})
+	check(t, r, counts{Requests: 6, Executions: 2, Replays: 2, ClientErrors: 2}, map[int]int{429: 2, 201: 4})
+	if want := (Answer{Key: "l0", Response: `429, 10 bytes: "slow down\n"`}); r.FirstClientError == nil || *r.FirstClientError != want {
+		t.Errorf("first client error %+v, want %+v", r.FirstClientError, want)
+	}
+	_, srv = newTestServer(t, limitFirst, 0)
+	code, out, _ := main(t, "-url", srv.URL, "-n", "6", "-c", "1", "-keys", "2", "-q")
+	if code != ExitFail || !strings.Contains(out, "result       FAIL: 2 4xx responses other than 409 and 422\n") {
+		t.Errorf("exit %d, want 1:\n%s", code, out)
+	}
 }
 
 // 23 requests over 5 keys: 5,5,5,4,4. At c=4 the 5-request keys go as bursts of 4 and 1.
@@ -452,15 +557,101 @@ func TestUsage(t *testing.T) {
 			t.Errorf("%q: exit %d, stdout %q, stderr %q", args, code, out, errs)
 		}
 	}
-	code, out, errs := main(t, "-h")
-	if code != ExitOK || out != "" || !strings.Contains(errs, "usage: idemgen hammer -url URL") || !strings.Contains(errs, "-key-header") {
-		t.Errorf("-h: exit %d, stdout %q, stderr %q", code, out, errs)
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"-url", srv.URL, "-help"}} {
+		code, out, errs := main(t, args...)
+		if code != ExitOK || errs != "" || !strings.HasPrefix(out, "usage: idemgen hammer -url URL") ||
+			!strings.Contains(out, "-key-header") || !strings.Contains(out, "-key-format FORMAT") {
+			t.Errorf("%q: exit %d, stderr %q, stdout %q", args, code, errs, out)
+		}
 	}
 	if len(srvRequests(srv)) != 0 {
 		t.Error("usage errors sent requests")
 	}
 	if _, err := Run(context.Background(), Config{URL: srv.URL, Keys: -1}); err == nil {
 		t.Error("Run accepted negative keys")
+	}
+}
+
+// A bad flag or value is one line on stderr: what is wrong, the closest flag when one is
+// close, and where help is.
+func TestFlagErrors(t *testing.T) {
+	const help = "; run 'idemgen hammer -help' for usage\n"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-urll", "http://x"}, "idemgen hammer: unknown flag -urll (did you mean -url?)"},
+		{[]string{"-url", "http://x", "-n", "abc"}, `idemgen hammer: -n: "abc" is not a whole number`},
+		{[]string{"-url", "http://x", "-H", "bad header"}, `idemgen hammer: -H: want 'Name: value', got "bad header"`},
+		{[]string{"-url", "http://x", "-timeout", "5"}, `idemgen hammer: -timeout: "5" is not a duration (want one such as 10m or 30s)`},
+		{[]string{"-url", "http://x", "-x", "PUT"}, "idemgen hammer: unknown flag -x (did you mean -X?)"},
+		{[]string{"-url", "http://x", "--key-prefx", "p"}, "idemgen hammer: unknown flag --key-prefx (did you mean -key-prefix?)"},
+		{[]string{"-url", "http://x", "-X", "GE T"}, `idemgen hammer: -X "GE T" is not an HTTP method (a token: letters, digits and !#$%&'*+-.^_` + "`|~)"},
+		{[]string{"-url", "http://x", "-key-format", "uuid4"}, `idemgen hammer: -key-format must be prefix or uuid, not "uuid4"`},
+		{[]string{"-url", "http://x", "extra"}, `idemgen hammer: unexpected argument "extra"`},
+		{[]string{}, "idemgen hammer: -url is required"},
+	} {
+		code, out, errs := main(t, c.args...)
+		if code != ExitUsage || out != "" || errs != c.want+help {
+			t.Errorf("%q: exit %d, stdout %q, stderr\n%q\nwant exit 2 and\n%q", c.args, code, out, errs, c.want+help)
+		}
+	}
+}
+
+// -key-format uuid sends version 4 UUIDs, one per key index, the same for the same
+// -key-prefix; {{key}} is the UUID.
+func TestKeyFormatUUID(t *testing.T) {
+	v4 := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`)
+	s, srv := newTestServer(t, idempotent, 0)
+	args := []string{"-url", srv.URL, "-n", "6", "-c", "1", "-keys", "3", "-key-format", "uuid", "-key-prefix", "seed-", "-d", `{"ref":"{{key}}"}`, "-q"}
+	code, out, errs := main(t, args...)
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	s.mu.Lock()
+	keys := slices.Sorted(maps.Keys(s.perKey))
+	for _, k := range keys {
+		if !v4.MatchString(k) || s.perKey[k] != 2 || s.bodies[k] != `{"ref":"`+k+`"}` {
+			t.Errorf("key %q: %d requests, body %q", k, s.perKey[k], s.bodies[k])
+		}
+	}
+	s.mu.Unlock()
+	if len(keys) != 3 {
+		t.Fatalf("server saw keys %q, want 3", keys)
+	}
+	key0 := uuidKey("seed-", 0)
+	if want := "3 uuid keys (seed seed-; key 0 is " + key0 + "), 2 requests each;"; !strings.Contains(out, want) || !slices.Contains(keys, key0) {
+		t.Errorf("stdout lacks %q, or the server did not see %s:\n%s", want, key0, out)
+	}
+	// The same seed gives the same keys: all replays now.
+	code, out, _ = main(t, args...)
+	if code != ExitOK || !strings.Contains(out, "executions   0 (at most one per key; 3 keys answered only by replays") {
+		t.Errorf("second run: exit %d:\n%s", code, out)
+	}
+	s.mu.Lock()
+	if len(s.perKey) != 3 || s.executions != 3 {
+		t.Errorf("after the second run the server saw keys %v, %d executions", s.perKey, s.executions)
+	}
+	s.mu.Unlock()
+	// Another seed (the default: random per run), other keys.
+	r := run(t, Config{URL: srv.URL, Requests: 1, KeyFormat: KeyFormatUUID})
+	if k := r.PerKey[0].Key; !v4.MatchString(k) || slices.Contains(keys, k) {
+		t.Errorf("random seed gave key %q", k)
+	}
+}
+
+// The summary speaks as a user does: "1 request each"; the method of a transport error
+// as it was sent.
+func TestWording(t *testing.T) {
+	_, srv := newTestServer(t, idempotent, 0)
+	if _, out, _ := main(t, "-url", srv.URL, "-n", "3", "-keys", "3", "-key-prefix", "w", "-q"); !strings.Contains(out, "3 keys (w*), 1 request each; concurrency 10\n") {
+		t.Errorf("stdout:\n%s", out)
+	}
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	_, out, _ := main(t, "-url", closed.URL, "-X", "FOO", "-n", "1", "-q")
+	if want := fmt.Sprintf("1x FOO %q: ", closed.URL); !strings.Contains(out, want) {
+		t.Errorf("stdout lacks %q:\n%s", want, out)
 	}
 }
 
@@ -507,7 +698,7 @@ func TestCancel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	check(t, r, counts{Canceled: 5, UnexecutedKeys: 10, Interrupted: true}, map[int]int{})
+	check(t, r, counts{Canceled: 5, Interrupted: true}, map[int]int{})
 }
 
 // lineWriter records writes and closes wrote at the first.

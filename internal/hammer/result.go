@@ -15,10 +15,11 @@ type Result struct {
 	Method string // HTTP method sent
 	URL    string // URL as configured (before placeholders are replaced)
 
-	Planned     int // requests the run was to send (Config.Requests)
-	Keys        int // distinct idempotency keys (Config.Keys)
-	KeyPrefix   string
-	Concurrency int // bound on requests in flight
+	Planned     int    // requests the run was to send (Config.Requests)
+	Keys        int    // distinct idempotency keys (Config.Keys)
+	KeyFormat   string // KeyFormatPrefix or KeyFormatUUID
+	KeyPrefix   string // the keys' prefix; with KeyFormatUUID, their seed
+	Concurrency int    // bound on requests in flight
 
 	// Requests is the number of requests that completed: an HTTP response or a transport
 	// error. Planned minus Requests were cancelled or never sent.
@@ -32,6 +33,9 @@ type Result struct {
 	Status map[int]int
 	// ServerErrors counts 5xx responses.
 	ServerErrors int
+	// ClientErrors counts 4xx responses other than the protocol's 409 (key in progress)
+	// and 422 (key used with another payload), replays included: refused requests.
+	ClientErrors int
 	// TransportErrors counts requests without an HTTP response (connection errors,
 	// per-request timeouts, unreadable bodies), cancelled ones excluded.
 	TransportErrors int
@@ -49,9 +53,14 @@ type Result struct {
 	DuplicateExecutions int
 	// DuplicatedKeys counts keys executed more than once.
 	DuplicatedKeys int
-	// UnexecutedKeys counts keys without any execution (every answer a 4xx, 5xx, error,
-	// or replay).
+	// UnexecutedKeys counts keys that got answers (or transport errors) but neither an
+	// execution nor a replay: nothing shows the endpoint ever ran them (every answer a
+	// 4xx, 5xx or transport error). Keys none of whose requests completed (an
+	// interrupted run) are not counted.
 	UnexecutedKeys int
+	// ReplayOnlyKeys counts keys without an execution in this run but with replays: their
+	// response was stored before (by an earlier run with the same keys, or a stored 4xx).
+	ReplayOnlyKeys int
 
 	// Replays counts responses with "Idempotent-Replayed: true".
 	Replays int
@@ -71,6 +80,13 @@ type Result struct {
 	MismatchSamples []Mismatch
 	// ErrorSamples shows up to MaxSamples distinct transport error messages.
 	ErrorSamples []ErrorSample
+	// FirstClientError is the first response counted in ClientErrors (the first key's,
+	// by index, that got one); nil without one.
+	FirstClientError *Answer
+	// FirstRefusal is the first answer neither replayed nor a 2xx of the first key never
+	// executed (see UnexecutedKeys); nil when there is none, or when that key's requests
+	// all failed in transport.
+	FirstRefusal *Answer
 }
 
 // MaxSamples bounds Result.MismatchSamples and Result.ErrorSamples.
@@ -85,6 +101,7 @@ type KeyResult struct {
 	Replays          int    // replayed responses
 	ReplayMismatches int    // replays differing from the original
 	ServerErrors     int    // 5xx responses
+	ClientErrors     int    // 4xx responses other than 409 and 422
 	TransportErrors  int
 }
 
@@ -97,6 +114,12 @@ type Mismatch struct {
 	Replay     string `json:"replay"`     // same form as Original
 }
 
+// Answer is one response shown as a sample: the key it answered, and the response.
+type Answer struct {
+	Key      string `json:"key"`
+	Response string `json:"response"` // `400, 57 bytes: "{...}"` (body cut to 120 bytes)
+}
+
 // ErrorSample is one transport error message and how many requests got it.
 type ErrorSample struct {
 	Error string `json:"error"`
@@ -104,7 +127,8 @@ type ErrorSample struct {
 }
 
 // OK reports whether the run found nothing wrong: no 5xx, transport error, mismatched
-// replay or duplicate execution, and it was not interrupted.
+// replay, duplicate execution, 4xx other than 409 and 422, or key never executed, and it
+// was not interrupted.
 func (r *Result) OK() bool { return len(r.Problems()) == 0 }
 
 // Problems lists what is wrong with the run, in order of gravity; empty when OK.
@@ -122,6 +146,12 @@ func (r *Result) Problems() []string {
 	if r.TransportErrors > 0 {
 		p = append(p, fmt.Sprintf("%d transport errors", r.TransportErrors))
 	}
+	if r.ClientErrors > 0 {
+		p = append(p, fmt.Sprintf("%d 4xx responses other than 409 and 422", r.ClientErrors))
+	}
+	if r.UnexecutedKeys > 0 {
+		p = append(p, plural(r.UnexecutedKeys, "key")+" never executed")
+	}
 	if r.Interrupted {
 		p = append(p, fmt.Sprintf("interrupted after %d of %d requests", r.Requests, r.Planned))
 	}
@@ -132,11 +162,11 @@ func (r *Result) Problems() []string {
 func analyze(cfg *Config, records []record, keys []keyState, elapsed time.Duration, canceled bool) *Result {
 	r := &Result{
 		Method: cfg.Method, URL: cfg.URL, Planned: cfg.Requests, Keys: cfg.Keys,
-		KeyPrefix: cfg.KeyPrefix, Concurrency: cfg.Concurrency, Elapsed: elapsed,
+		KeyFormat: cfg.KeyFormat, KeyPrefix: cfg.KeyPrefix, Concurrency: cfg.Concurrency, Elapsed: elapsed,
 		Status: make(map[int]int), PerKey: make([]KeyResult, cfg.Keys),
 	}
 	for i := range r.PerKey {
-		r.PerKey[i] = KeyResult{Index: i, Key: cfg.KeyPrefix + strconv.Itoa(i)}
+		r.PerKey[i] = KeyResult{Index: i, Key: cfg.key(i)}
 	}
 	var lat []time.Duration
 	errCount := map[string]int{}
@@ -172,6 +202,9 @@ func analyze(cfg *Config, records []record, keys []keyState, elapsed time.Durati
 		case rec.status >= 500:
 			r.ServerErrors++
 			kr.ServerErrors++
+		case clientError(rec.status):
+			r.ClientErrors++
+			kr.ClientErrors++
 		}
 		if rec.replayed {
 			kr.Replays++
@@ -185,9 +218,17 @@ func analyze(cfg *Config, records []record, keys []keyState, elapsed time.Durati
 		ks, kr := &keys[i], &r.PerKey[i]
 		r.Executions += kr.Executions
 		r.Replays += kr.Replays
+		if ks.clientError != nil && r.FirstClientError == nil {
+			r.FirstClientError = &Answer{Key: kr.Key, Response: describe(*ks.clientError)}
+		}
 		switch {
-		case kr.Executions == 0:
+		case kr.Executions == 0 && kr.Replays > 0:
+			r.ReplayOnlyKeys++
+		case kr.Executions == 0 && kr.Requests > 0:
 			r.UnexecutedKeys++
+			if ks.refusal != nil && r.FirstRefusal == nil {
+				r.FirstRefusal = &Answer{Key: kr.Key, Response: describe(*ks.refusal)}
+			}
 		case kr.Executions > 1:
 			r.DuplicatedKeys++
 			r.DuplicateExecutions += kr.Executions - 1
@@ -304,12 +345,8 @@ func (r *Result) WriteTable(w io.Writer) {
 	}
 
 	line("hammer", "%s %s", r.Method, r.URL)
-	per := fmt.Sprint(r.Planned / r.Keys)
-	if r.Planned%r.Keys != 0 {
-		per = fmt.Sprintf("%d-%d", r.Planned/r.Keys, r.Planned/r.Keys+1)
-	}
-	line("requests", "%d in %s (%.1f req/s); %s (%s*), %s requests each; concurrency %d",
-		r.Requests, fmtDur(r.Elapsed), r.RequestsPerSecond, plural(r.Keys, "key"), r.KeyPrefix, per, r.Concurrency)
+	line("requests", "%d in %s (%.1f req/s); %s, %s each; concurrency %d",
+		r.Requests, fmtDur(r.Elapsed), r.RequestsPerSecond, r.describeKeys(), r.perKey(), r.Concurrency)
 	if r.Interrupted {
 		loud("INTERRUPTED: %d of %d requests completed, %d cancelled; partial summary", r.Requests, r.Planned, r.Canceled)
 	}
@@ -322,6 +359,12 @@ func (r *Result) WriteTable(w io.Writer) {
 		codes = []string{"no responses"}
 	}
 	line("status", "%s", strings.Join(codes, "   "))
+	if r.ClientErrors > 0 {
+		loud("REFUSED: %d 4xx responses other than 409 and 422 (requests the endpoint refused: nothing ran for them)", r.ClientErrors)
+		if a := r.FirstClientError; a != nil {
+			loud("  first, key %s: %s", a.Key, a.Response)
+		}
+	}
 
 	switch {
 	case r.DuplicateExecutions > 0:
@@ -340,7 +383,13 @@ func (r *Result) WriteTable(w io.Writer) {
 			}
 		}
 	case r.UnexecutedKeys > 0:
-		line("executions", "%d (at most one per key; %s never executed)", r.Executions, plural(r.UnexecutedKeys, "key"))
+		line("executions", "%d (at most one per key; %s NEVER EXECUTED%s)", r.Executions, plural(r.UnexecutedKeys, "key"), r.replayOnly("; "))
+		loud("NEVER EXECUTED: %d of %d keys got neither an execution nor a replay", r.UnexecutedKeys, r.Keys)
+		if a := r.FirstRefusal; a != nil && (r.FirstClientError == nil || *a != *r.FirstClientError) {
+			loud("  first answer, key %s: %s", a.Key, a.Response)
+		}
+	case r.ReplayOnlyKeys > 0:
+		line("executions", "%d (at most one per key%s)", r.Executions, r.replayOnly("; "))
 	default:
 		line("executions", "%d (exactly one per key)", r.Executions)
 	}
@@ -387,6 +436,32 @@ func (r *Result) WriteTable(w io.Writer) {
 	io.WriteString(w, b.String())
 }
 
+// describeKeys describes the keys for the summary: "10 keys (hammer-1f2e3d4c-*)", or
+// with uuid keys "10 uuid keys (seed hammer-1f2e3d4c-; key 0 is 3f2a...)".
+func (r *Result) describeKeys() string {
+	if r.KeyFormat == KeyFormatUUID && len(r.PerKey) > 0 {
+		return fmt.Sprintf("%s (seed %s; key 0 is %s)", plural(r.Keys, "uuid key"), r.KeyPrefix, r.PerKey[0].Key)
+	}
+	return fmt.Sprintf("%s (%s*)", plural(r.Keys, "key"), r.KeyPrefix)
+}
+
+// perKey says how many requests each key got: "1 request", "5 requests", "4-5 requests".
+func (r *Result) perKey() string {
+	n := r.Planned / r.Keys
+	if r.Planned%r.Keys != 0 {
+		return fmt.Sprintf("%d-%d requests", n, n+1)
+	}
+	return plural(n, "request")
+}
+
+// replayOnly is sep and "N keys answered only by replays", or "" without such keys.
+func (r *Result) replayOnly(sep string) string {
+	if r.ReplayOnlyKeys == 0 {
+		return ""
+	}
+	return sep + plural(r.ReplayOnlyKeys, "key") + " answered only by replays (executed before this run)"
+}
+
 // jsonSummary is the -json form of a Result. Durations are in milliseconds.
 type jsonSummary struct {
 	OK                  bool               `json:"ok"`
@@ -396,6 +471,7 @@ type jsonSummary struct {
 	Planned             int                `json:"planned"`
 	Requests            int                `json:"requests"`
 	Keys                int                `json:"keys"`
+	KeyFormat           string             `json:"key_format"`
 	KeyPrefix           string             `json:"key_prefix"`
 	Concurrency         int                `json:"concurrency"`
 	ElapsedMS           float64            `json:"elapsed_ms"`
@@ -405,10 +481,12 @@ type jsonSummary struct {
 	DuplicateExecutions int                `json:"duplicate_executions"`
 	DuplicatedKeys      int                `json:"duplicated_keys"`
 	UnexecutedKeys      int                `json:"unexecuted_keys"`
+	ReplayOnlyKeys      int                `json:"replay_only_keys"`
 	Replays             int                `json:"replays"`
 	ReplayMismatches    int                `json:"replay_mismatches"`
 	UnverifiedReplays   int                `json:"unverified_replays"`
 	ServerErrors        int                `json:"server_errors"`
+	ClientErrors        int                `json:"client_errors"`
 	TransportErrors     int                `json:"transport_errors"`
 	Timeouts            int                `json:"timeouts"`
 	Canceled            int                `json:"canceled"`
@@ -417,6 +495,8 @@ type jsonSummary struct {
 	DuplicateKeys       []jsonKey          `json:"duplicate_keys,omitempty"`
 	MismatchSamples     []Mismatch         `json:"mismatch_samples,omitempty"`
 	ErrorSamples        []ErrorSample      `json:"error_samples,omitempty"`
+	FirstClientError    *Answer            `json:"first_client_error,omitempty"`
+	FirstRefusal        *Answer            `json:"first_refusal,omitempty"`
 }
 
 type jsonKey struct {
@@ -432,16 +512,17 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 func (r *Result) WriteJSON(w io.Writer) error {
 	s := jsonSummary{
 		OK: r.OK(), Problems: r.Problems(), Method: r.Method, URL: r.URL,
-		Planned: r.Planned, Requests: r.Requests, Keys: r.Keys, KeyPrefix: r.KeyPrefix,
+		Planned: r.Planned, Requests: r.Requests, Keys: r.Keys, KeyFormat: r.KeyFormat, KeyPrefix: r.KeyPrefix,
 		Concurrency: r.Concurrency, ElapsedMS: ms(r.Elapsed), RequestsPerSecond: r.RequestsPerSecond,
 		Status:     make(map[string]int, len(r.Status)),
 		Executions: r.Executions, DuplicateExecutions: r.DuplicateExecutions,
-		DuplicatedKeys: r.DuplicatedKeys, UnexecutedKeys: r.UnexecutedKeys,
+		DuplicatedKeys: r.DuplicatedKeys, UnexecutedKeys: r.UnexecutedKeys, ReplayOnlyKeys: r.ReplayOnlyKeys,
 		Replays: r.Replays, ReplayMismatches: r.ReplayMismatches, UnverifiedReplays: r.UnverifiedReplays,
-		ServerErrors: r.ServerErrors, TransportErrors: r.TransportErrors, Timeouts: r.Timeouts,
+		ServerErrors: r.ServerErrors, ClientErrors: r.ClientErrors, TransportErrors: r.TransportErrors, Timeouts: r.Timeouts,
 		Canceled: r.Canceled, Interrupted: r.Interrupted,
 		LatencyMS:       map[string]float64{"p50": ms(r.P50), "p90": ms(r.P90), "p99": ms(r.P99), "max": ms(r.Max)},
 		MismatchSamples: r.MismatchSamples, ErrorSamples: r.ErrorSamples,
+		FirstClientError: r.FirstClientError, FirstRefusal: r.FirstRefusal,
 	}
 	if s.Problems == nil {
 		s.Problems = []string{}

@@ -14,14 +14,15 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/idemgen/idemgen/internal/cliflag"
 	"github.com/idemgen/idemgen/internal/hammer"
 )
 
 // Exit statuses.
 const (
-	ExitOK    = 0 // success; with -check, the files are up to date
-	ExitFail  = 1 // the spec has errors, generation failed, -check found stale files, or a database error
-	ExitUsage = 2 // bad command, flags or arguments
+	ExitOK    = cliflag.ExitOK    // success; with -check, the files are up to date
+	ExitFail  = 1                 // the spec has errors, generation failed, -check found stale files, or a database error
+	ExitUsage = cliflag.ExitUsage // bad command, flags or arguments
 )
 
 const usage = `idemgen generates idempotent Go HTTP handlers from an OpenAPI 3 spec whose
@@ -67,20 +68,52 @@ var commands = map[string]func(args []string, stdout, stderr io.Writer) int{
 var flagSets = map[string]func() *flag.FlagSet{
 	"generate": func() *flag.FlagSet { fs, _ := newGenerateFlags(); return fs },
 	"purge":    func() *flag.FlagSet { fs, _ := newPurgeFlags(); return fs },
+	"hammer":   hammer.FlagSet,
 }
 
 // flagBeforeCommand is the line for a flag given where the command belongs ("idemgen
-// -routr chi"): the closest flag of a command when one is close.
+// -routr chi"): the command that has that flag, else the closest flag of a command when
+// one is close.
 func flagBeforeCommand(arg string) string {
 	name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
 	hint := "flags follow it: idemgen generate [flags] SPEC"
-	for _, cmd := range slices.Sorted(maps.Keys(flagSets)) {
-		if f := closestFlag(flagSets[cmd](), name); f != "" {
+	cmds := slices.Sorted(maps.Keys(flagSets))
+	for _, closest := range []func(*flag.FlagSet, string) string{exactFlag, cliflag.Closest} {
+		if cmd, f := firstFlag(cmds, closest, name); f != "" {
 			hint = fmt.Sprintf("did you mean idemgen %s -%s?", cmd, f)
 			break
 		}
 	}
-	return fmt.Sprintf("idemgen: unknown flag %s before the command (%s); run 'idemgen -help' for usage", arg, hint)
+	return cliflag.UsageLine("idemgen", fmt.Sprintf("unknown flag %s before the command (%s)", arg, hint))
+}
+
+// firstFlag returns the first of cmds whose flag set find finds a flag in for name, and
+// that flag.
+func firstFlag(cmds []string, find func(*flag.FlagSet, string) string, name string) (cmd, flagName string) {
+	for _, cmd := range cmds {
+		if f := find(flagSets[cmd](), name); f != "" {
+			return cmd, f
+		}
+	}
+	return "", ""
+}
+
+// exactFlag returns name when fs defines it, else "".
+func exactFlag(fs *flag.FlagSet, name string) string {
+	if fs.Lookup(name) != nil {
+		return name
+	}
+	return ""
+}
+
+// unknownCommand is the line for a command idemgen does not have: "idemgen: unknown
+// command "generat" (did you mean generate?); run 'idemgen -help' for usage".
+func unknownCommand(cmd string) string {
+	msg := fmt.Sprintf("unknown command %q", cmd)
+	if c := cliflag.Suggest(cmd, append(slices.Sorted(maps.Keys(commands)), "help")); c != "" {
+		msg += " (did you mean " + c + "?)"
+	}
+	return cliflag.UsageLine("idemgen", msg)
 }
 
 // Main runs idemgen with args (without the program name).
@@ -95,6 +128,10 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		if len(rest) == 1 && commands[rest[0]] != nil {
 			return commands[rest[0]]([]string{"-h"}, stdout, stderr)
 		}
+		if len(rest) == 1 {
+			fmt.Fprintln(stderr, unknownCommand(rest[0]))
+			return ExitUsage
+		}
 		io.WriteString(stdout, usage)
 		return ExitOK
 	case "-version", "--version", "-v":
@@ -106,7 +143,7 @@ func Main(args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	if run == nil {
-		fmt.Fprintf(stderr, "idemgen: unknown command %q\n\n%s", cmd, usage)
+		fmt.Fprintln(stderr, unknownCommand(cmd))
 		return ExitUsage
 	}
 	return run(rest, stdout, stderr)

@@ -48,6 +48,7 @@ func TestSubcommandHelp(t *testing.T) {
 		"schema":   {"idempotency_keys"},
 		"purge":    {"-database-url URL", "-batch N", "-dry-run", "-timeout D", "DATABASE_URL"},
 		"version":  {"--version", "VCS revision", "(devel)"},
+		"hammer":   {"-url URL", "-keys K", "-key-format FORMAT", "-timeout TIMEOUT", "one dash or two"},
 	} {
 		for _, args := range [][]string{{cmd, "-h"}, {cmd, "--help"}, {cmd, "-help"}, {"help", cmd}} {
 			code, stdout, stderr := run(args...)
@@ -62,15 +63,13 @@ func TestSubcommandHelp(t *testing.T) {
 			}
 		}
 	}
-	// hammer's flags live in internal/hammer; its help goes to stderr.
-	if code, stdout, stderr := run("help", "hammer"); code != ExitOK || !strings.Contains(stdout+stderr, "-keys") {
-		t.Errorf("idemgen help hammer: exit %d:\n%s%s", code, stdout, stderr)
-	}
 }
 
-// A mistyped flag is one line on stderr naming it, with the closest flag when one is
-// close, and where help is; exit status 2.
+// A mistyped flag, a bad value or a missing one is one line on stderr naming it, with the
+// closest flag when one is close, and where help is; exit status 2. Other usage errors
+// end the same way.
 func TestMistypedFlag(t *testing.T) {
+	t.Setenv("DATABASE_URL", "")
 	const genHelp = "; run 'idemgen generate -help' for usage\n"
 	for _, c := range []struct {
 		args []string
@@ -86,10 +85,51 @@ func TestMistypedFlag(t *testing.T) {
 		{[]string{"generate", "-o"}, "idemgen generate: flag needs an argument: -o" + genHelp},
 		{[]string{"purge", "-dryrun"}, "idemgen purge: unknown flag -dryrun (did you mean -dry-run?); run 'idemgen purge -help' for usage\n"},
 		{[]string{"schema", "-o", "x"}, "idemgen schema: unknown flag -o (it takes no flags); run 'idemgen schema -help' for usage\n"},
+		// A flag that begins exactly one flag.
+		{[]string{"generate", "-c"}, "idemgen generate: unknown flag -c (did you mean -check?)" + genHelp},
+		{[]string{"purge", "-time", "1m"}, "idemgen purge: unknown flag -time (did you mean -timeout?); run 'idemgen purge -help' for usage\n"},
+		{[]string{"hammer", "-ke", "10"}, "idemgen hammer: unknown flag -ke; run 'idemgen hammer -help' for usage\n"}, // -keys, -key-header, ...
+		// Values: what the flag wants.
+		{[]string{"purge", "-timeout", "5"}, `idemgen purge: -timeout: "5" is not a duration (want one such as 10m or 30s); run 'idemgen purge -help' for usage` + "\n"},
+		{[]string{"purge", "-batch", "many"}, `idemgen purge: -batch: "many" is not a whole number; run 'idemgen purge -help' for usage` + "\n"},
+		{[]string{"hammer", "-timeout", "5", "-url", "http://x"}, `idemgen hammer: -timeout: "5" is not a duration (want one such as 10m or 30s); run 'idemgen hammer -help' for usage` + "\n"},
+		{[]string{"hammer", "-urll", "http://x"}, "idemgen hammer: unknown flag -urll (did you mean -url?); run 'idemgen hammer -help' for usage\n"},
+		{[]string{"hammer", "-url", "http://x", "-n", "abc"}, `idemgen hammer: -n: "abc" is not a whole number; run 'idemgen hammer -help' for usage` + "\n"},
+		{[]string{"hammer", "-url", "http://x", "-H", "bad header"}, `idemgen hammer: -H: want 'Name: value', got "bad header"; run 'idemgen hammer -help' for usage` + "\n"},
 		// Before the command.
 		{[]string{"-routr", "chi"}, "idemgen: unknown flag -routr before the command (did you mean idemgen generate -router?); run 'idemgen -help' for usage\n"},
 		{[]string{"-spec", "x.yaml", "-outt", "foo"}, "idemgen: unknown flag -spec before the command (flags follow it: idemgen generate [flags] SPEC); run 'idemgen -help' for usage\n"},
 		{[]string{"-package", "api", "-o", "api", "openapi.yaml"}, "idemgen: unknown flag -package before the command (did you mean idemgen generate -package?); run 'idemgen -help' for usage\n"},
+		{[]string{"-url", "http://x"}, "idemgen: unknown flag -url before the command (did you mean idemgen hammer -url?); run 'idemgen -help' for usage\n"},
+		{[]string{"-c", "10"}, "idemgen: unknown flag -c before the command (did you mean idemgen hammer -c?); run 'idemgen -help' for usage\n"},
+		// Usage errors after the flags are parsed: the same one line form.
+		{[]string{"generate", "-o", "x", "spec.yaml"}, "idemgen generate: -package is required" + genHelp},
+		{[]string{"generate", "spec.yaml"}, "idemgen generate: -package is required\nidemgen generate: -o is required" + genHelp},
+		{[]string{"schema", "extra"}, `idemgen schema: takes no arguments, got "extra"; run 'idemgen schema -help' for usage` + "\n"},
+		{[]string{"version", "extra"}, `idemgen version: takes no arguments, got "extra"; run 'idemgen version -help' for usage` + "\n"},
+		{[]string{"purge", "-database-url", "postgres://x", "extra"}, `idemgen purge: unexpected argument "extra"; run 'idemgen purge -help' for usage` + "\n"},
+		{[]string{"hammer", "-url", "http://x", "-c", "0"}, "idemgen hammer: -c must be at least 1, got 0; run 'idemgen hammer -help' for usage\n"},
+	} {
+		code, stdout, stderr := run(c.args...)
+		if code != ExitUsage || stdout != "" || stderr != c.want {
+			t.Errorf("idemgen %s: exit %d, stdout %q, stderr\n%q\nwant exit %d and\n%q", strings.Join(c.args, " "), code, stdout, stderr, ExitUsage, c.want)
+		}
+	}
+}
+
+// An unknown command is one line: the closest command when one is close, and where help
+// is; exit status 2.
+func TestUnknownCommand(t *testing.T) {
+	const help = "; run 'idemgen -help' for usage\n"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"generat", "spec.yaml"}, `idemgen: unknown command "generat" (did you mean generate?)` + help},
+		{[]string{"gen"}, `idemgen: unknown command "gen" (did you mean generate?)` + help},
+		{[]string{"hamer", "-url", "http://x"}, `idemgen: unknown command "hamer" (did you mean hammer?)` + help},
+		{[]string{"frobnicate"}, `idemgen: unknown command "frobnicate"` + help},
+		{[]string{"help", "shema"}, `idemgen: unknown command "shema" (did you mean schema?)` + help},
 	} {
 		code, stdout, stderr := run(c.args...)
 		if code != ExitUsage || stdout != "" || stderr != c.want {

@@ -14,6 +14,7 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 
 	"github.com/idemgen/idemgen/gen"
+	"github.com/idemgen/idemgen/internal/cliflag"
 )
 
 const generateHelp = `usage: idemgen generate [-check] [-router std-http|chi|echo|gin] [-base oapi-codegen|external] -package NAME -o DIR SPEC
@@ -57,7 +58,7 @@ func newGenerateFlags() (*flag.FlagSet, generateFlags) {
 
 func generate(args []string, stdout, stderr io.Writer) int {
 	fs, f := newGenerateFlags()
-	specs, code, done := parse(fs, args, generateHelp, stdout, stderr)
+	specs, code, done := cliflag.Parse(fs, args, generateHelp, stdout, stderr, specHint)
 	if done {
 		return code
 	}
@@ -80,11 +81,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 		problems = append(problems, fmt.Sprintf("want one SPEC file, got %d arguments", len(specs)))
 	}
 	if len(problems) > 0 {
-		for _, p := range problems {
-			fmt.Fprintf(stderr, "idemgen generate: %s\n", p)
-		}
-		fmt.Fprintln(stderr, "Run 'idemgen generate -h' for usage.")
-		return ExitUsage
+		return usageErrors(stderr, fs.Name(), problems...)
 	}
 	files, err := gen.Generate(gen.Options{
 		Spec: specs[0], Package: *f.pkg, Dir: *f.dir, Base: *f.base, Router: *f.router,

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/internal/cliflag"
 )
 
 const purgeHelp = `usage: idemgen purge [-database-url URL] [-batch N] [-timeout D] [-dry-run]
@@ -59,26 +60,28 @@ func newPurgeFlags() (*flag.FlagSet, purgeFlags) {
 
 func purge(args []string, stdout, stderr io.Writer) int {
 	fs, f := newPurgeFlags()
-	rest, code, done := parse(fs, args, purgeHelp, stdout, stderr)
+	rest, code, done := cliflag.Parse(fs, args, purgeHelp, stdout, stderr)
 	if done {
 		return code
 	}
-	usageErr := func(msg string) int {
-		fmt.Fprintf(stderr, "idemgen purge: %s\nRun 'idemgen purge -h' for usage.\n", msg)
-		return ExitUsage
-	}
 	if len(rest) > 0 {
-		return usageErr(fmt.Sprintf("unexpected argument %q", rest[0]))
+		return usageErrors(stderr, fs.Name(), fmt.Sprintf("unexpected argument %q", rest[0]))
 	}
 	if *f.dbURL == "" {
 		*f.dbURL = os.Getenv("DATABASE_URL")
 	}
 	if *f.dbURL == "" {
-		return usageErr("no database: set -database-url or DATABASE_URL")
+		return usageErrors(stderr, fs.Name(), "no database: set -database-url or DATABASE_URL")
 	}
 	if *f.batch < 1 {
-		return usageErr(fmt.Sprintf("-batch must be at least 1, got %d", *f.batch))
+		return usageErrors(stderr, fs.Name(), fmt.Sprintf("-batch must be at least 1, got %d", *f.batch))
 	}
+	cfg, err := pgxpool.ParseConfig(*f.dbURL)
+	if err != nil {
+		return usageErrors(stderr, fs.Name(), fmt.Sprintf("database URL: %v", err))
+	}
+	cfg.MaxConns = 1
+
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *f.timeout > 0 {
@@ -86,40 +89,49 @@ func purge(args []string, stdout, stderr io.Writer) int {
 		ctx, cancel = context.WithTimeout(ctx, *f.timeout)
 		defer cancel()
 	}
-	fail := func(err error) int {
-		fmt.Fprintf(stderr, "idemgen purge: %v\n", err)
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
-			fmt.Fprintln(stderr, "idemgen purge: the idempotency_keys table is missing: apply migrations/ with your tool, `idemgen schema`, or call idem.Migrate on start")
-		}
-		return ExitFail
-	}
-	cfg, err := pgxpool.ParseConfig(*f.dbURL)
-	if err != nil {
-		return usageErr(fmt.Sprintf("database URL: %v", err))
-	}
-	cfg.MaxConns = 1
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return fail(err)
+		return purgeFailed(ctx, stderr, *f.timeout, err, "nothing deleted")
 	}
 	defer pool.Close()
 
 	if *f.dryRun {
 		var n int64
 		if err := pool.QueryRow(ctx, expiredSQL).Scan(&n); err != nil {
-			return fail(err)
+			return purgeFailed(ctx, stderr, *f.timeout, err, "the expired keys were not counted")
 		}
 		fmt.Fprintf(stdout, "%d expired idempotency keys (dry run: nothing deleted)\n", n)
 		return ExitOK
 	}
 	r := idem.NewPurger(idem.NewStore(pool), 0, *f.batch, nil).Once(ctx)
+	took := r.Duration.Round(time.Millisecond)
 	if r.Err != nil {
 		if r.Deleted > 0 {
-			fmt.Fprintf(stdout, "deleted %d expired idempotency keys in %s before the error\n", r.Deleted, r.Duration.Round(time.Millisecond))
+			fmt.Fprintf(stdout, "deleted %d expired idempotency keys in %s before the error\n", r.Deleted, took)
 		}
-		return fail(r.Err)
+		return purgeFailed(ctx, stderr, *f.timeout, r.Err, fmt.Sprintf("%d rows deleted so far", r.Deleted))
 	}
-	fmt.Fprintf(stdout, "deleted %d expired idempotency keys in %s\n", r.Deleted, r.Duration.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "deleted %d expired idempotency keys in %s\n", r.Deleted, took)
 	return ExitOK
+}
+
+// purgeFailed prints why purge stopped and returns ExitFail: "-timeout 1ns elapsed;
+// 0 rows deleted so far" when its timeout ran out (progress says how far it got),
+// "interrupted; ..." on a signal, else err, with what to do when the table is missing.
+func purgeFailed(ctx context.Context, stderr io.Writer, timeout time.Duration, err error, progress string) int {
+	deadline, hasDeadline := ctx.Deadline()
+	switch {
+	case hasDeadline && !time.Now().Before(deadline): // ctx.Err() may lag the deadline
+		fmt.Fprintf(stderr, "idemgen purge: -timeout %s elapsed; %s\n", timeout, progress)
+		return ExitFail
+	case ctx.Err() != nil:
+		fmt.Fprintf(stderr, "idemgen purge: interrupted; %s\n", progress)
+		return ExitFail
+	}
+	fmt.Fprintf(stderr, "idemgen purge: %v\n", err)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+		fmt.Fprintln(stderr, "idemgen purge: the idempotency_keys table is missing: apply migrations/ with your tool, `idemgen schema`, or call idem.Migrate on start")
+	}
+	return ExitFail
 }

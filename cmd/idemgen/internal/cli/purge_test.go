@@ -88,3 +88,23 @@ func TestPurgeUsage(t *testing.T) {
 		}
 	}
 }
+
+// When -timeout runs out, purge says so, and how many rows it deleted by then.
+func TestPurgeTimeout(t *testing.T) {
+	url := pgtest.NewDB(t)
+	if err := idem.Migrate(context.Background(), pgtest.Pool(t, url)); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"purge", "-timeout", "1ns", "-database-url", url}, "idemgen purge: -timeout 1ns elapsed; 0 rows deleted so far\n"},
+		{[]string{"purge", "-dry-run", "-timeout", "1ns", "-database-url", url}, "idemgen purge: -timeout 1ns elapsed; the expired keys were not counted\n"},
+	} {
+		code, stdout, stderr := run(c.args...)
+		if code != ExitFail || stdout != "" || stderr != c.want {
+			t.Errorf("idemgen %s: exit %d, stdout %q, stderr %q; want exit 1 and %q", strings.Join(c.args, " "), code, stdout, stderr, c.want)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"io"
 
 	"github.com/idemgen/idemgen"
+	"github.com/idemgen/idemgen/internal/cliflag"
 )
 
 const schemaHelp = `usage: idemgen schema
@@ -17,13 +18,12 @@ folder instead.
 
 func schema(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("schema")
-	rest, code, done := parse(fs, args, schemaHelp, stdout, stderr)
+	rest, code, done := cliflag.Parse(fs, args, schemaHelp, stdout, stderr)
 	if done {
 		return code
 	}
 	if len(rest) > 0 {
-		fmt.Fprintln(stderr, "idemgen schema: takes no arguments")
-		return ExitUsage
+		return usageErrors(stderr, fs.Name(), fmt.Sprintf("takes no arguments, got %q", rest[0]))
 	}
 	io.WriteString(stdout, idemgen.Schema)
 	return ExitOK

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/idemgen/idemgen/gen"
+	"github.com/idemgen/idemgen/internal/cliflag"
 )
 
 const versionHelp = `usage: idemgen version   (or idemgen --version, -version, -v)
@@ -24,13 +25,12 @@ const modulePath = "github.com/idemgen/idemgen"
 
 func version(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("version")
-	rest, code, done := parse(fs, args, versionHelp, stdout, stderr)
+	rest, code, done := cliflag.Parse(fs, args, versionHelp, stdout, stderr)
 	if done {
 		return code
 	}
 	if len(rest) > 0 {
-		fmt.Fprintln(stderr, "idemgen version: takes no arguments")
-		return ExitUsage
+		return usageErrors(stderr, fs.Name(), fmt.Sprintf("takes no arguments, got %q", rest[0]))
 	}
 	bi, _ := debug.ReadBuildInfo()
 	fmt.Fprintln(stdout, versionLine(bi))
