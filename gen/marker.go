@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v4"
+
+	"github.com/idemgen/idemgen/internal/cliflag"
 )
 
 // Extension names read from the spec.
@@ -242,7 +244,7 @@ func (s *source) parseField(m *marker, k, v *yaml.Node, name string, allowBool b
 		want = append(slices.Clone(want), "methods")
 	}
 	unknown := "unknown field"
-	if c := closest(k.Value, want); c != "" {
+	if c := cliflag.Suggest(k.Value, want); c != "" {
 		unknown += ", did you mean " + c + "?"
 	}
 	errs.add(s.pos(k), "%s: %s (want one of %s)", fname, unknown, strings.Join(want, ", "))
