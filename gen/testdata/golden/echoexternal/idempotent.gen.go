@@ -46,8 +46,8 @@ var createOrderPolicy = idem.MustPolicy(idem.Policy{
 // echo's strict handler returns every error to echo, so echo's HTTPErrorHandler answers
 // them: give it one that passes the 400s (a parameter or body echo could not bind) to
 // store.RequestErrorHandler and the errors that are not echo's to
-// idem.ResponseErrorHandler (echoProblems in idemgen's README). Wire it as usual
-// (validate is idemvalidate.Middleware(spec, store.RequestErrorHandler)):
+// idem.ResponseErrorHandler (echoProblems in idemgen's README). Wire it as usual, after
+// validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler):
 //
 //	e := echo.New()
 //	e.HTTPErrorHandler = echoProblems(store)
