@@ -76,6 +76,9 @@ var flagSets = map[string]func() *flag.FlagSet{
 // one is close.
 func flagBeforeCommand(arg string) string {
 	name, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+	if top := cliflag.Suggest(name, topLevelFlags); top != "" {
+		return cliflag.UsageLine("idemgen", fmt.Sprintf("unknown flag %s (did you mean --%s?)", arg, top))
+	}
 	hint := "flags follow it: idemgen generate [flags] SPEC"
 	cmds := slices.Sorted(maps.Keys(flagSets))
 	for _, closest := range []func(*flag.FlagSet, string) string{exactFlag, cliflag.Closest} {
@@ -86,6 +89,10 @@ func flagBeforeCommand(arg string) string {
 	}
 	return cliflag.UsageLine("idemgen", fmt.Sprintf("unknown flag %s before the command (%s)", arg, hint))
 }
+
+// topLevelFlags are the flags idemgen takes before a command (-v is one more spelling of
+// --version, too short to suggest).
+var topLevelFlags = []string{"version", "help"}
 
 // firstFlag returns the first of cmds whose flag set find finds a flag in for name, and
 // that flag.

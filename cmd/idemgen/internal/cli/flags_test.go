@@ -103,8 +103,11 @@ func TestMistypedFlag(t *testing.T) {
 		{[]string{"-url", "http://x"}, "idemgen: unknown flag -url before the command (did you mean idemgen hammer -url?); run 'idemgen -help' for usage\n"},
 		{[]string{"-c", "10"}, "idemgen: unknown flag -c before the command (did you mean idemgen hammer -c?); run 'idemgen -help' for usage\n"},
 		// Usage errors after the flags are parsed: the same one line form.
-		{[]string{"generate", "-o", "x", "spec.yaml"}, "idemgen generate: -package is required" + genHelp},
-		{[]string{"generate", "spec.yaml"}, "idemgen generate: -package is required\nidemgen generate: -o is required" + genHelp},
+		{[]string{"generate", "-o", "x", "spec.yaml"}, "idemgen generate: missing -package (idemgen generate -package NAME -o DIR SPEC)" + genHelp},
+		{[]string{"generate", "spec.yaml"}, "idemgen generate: missing -package and -o (idemgen generate -package NAME -o DIR SPEC)" + genHelp},
+		{[]string{"generate"}, "idemgen generate: missing -package, -o and the SPEC file (idemgen generate -package NAME -o DIR SPEC)" + genHelp},
+		{[]string{"generate", "-package", "p-q"}, "idemgen generate: -package \"p-q\" is not a Go identifier\nidemgen generate: missing -o and the SPEC file (idemgen generate -package NAME -o DIR SPEC)" + genHelp},
+		{[]string{"--vers"}, "idemgen: unknown flag --vers (did you mean --version?); run 'idemgen -help' for usage\n"},
 		{[]string{"schema", "extra"}, `idemgen schema: takes no arguments, got "extra"; run 'idemgen schema -help' for usage` + "\n"},
 		{[]string{"version", "extra"}, `idemgen version: takes no arguments, got "extra"; run 'idemgen version -help' for usage` + "\n"},
 		{[]string{"purge", "-database-url", "postgres://x", "extra"}, `idemgen purge: unexpected argument "extra"; run 'idemgen purge -help' for usage` + "\n"},

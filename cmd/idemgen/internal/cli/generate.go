@@ -56,20 +56,34 @@ func newGenerateFlags() (*flag.FlagSet, generateFlags) {
 	}
 }
 
+// andList joins items as English does: "a", "a and b", "a, b and c".
+func andList(items []string) string {
+	if len(items) == 1 {
+		return items[0]
+	}
+	return strings.Join(items[:len(items)-1], ", ") + " and " + items[len(items)-1]
+}
+
 func generate(args []string, stdout, stderr io.Writer) int {
 	fs, f := newGenerateFlags()
 	specs, code, done := cliflag.Parse(fs, args, generateHelp, stdout, stderr, specHint)
 	if done {
 		return code
 	}
-	var problems []string
+	var problems, missing []string
 	if *f.pkg == "" {
-		problems = append(problems, "-package is required")
+		missing = append(missing, "-package")
 	} else if !token.IsIdentifier(*f.pkg) {
 		problems = append(problems, fmt.Sprintf("-package %q is not a Go identifier", *f.pkg))
 	}
 	if *f.dir == "" {
-		problems = append(problems, "-o is required")
+		missing = append(missing, "-o")
+	}
+	if len(specs) == 0 {
+		missing = append(missing, "the SPEC file")
+	}
+	if len(missing) > 0 {
+		problems = append(problems, fmt.Sprintf("missing %s (idemgen generate -package NAME -o DIR SPEC)", andList(missing)))
 	}
 	if *f.base != gen.BaseOapiCodegen && *f.base != gen.BaseExternal {
 		problems = append(problems, fmt.Sprintf("-base must be %s or %s, not %q", gen.BaseOapiCodegen, gen.BaseExternal, *f.base))
@@ -77,7 +91,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if *f.router != "" && !slices.Contains(gen.Routers, *f.router) {
 		problems = append(problems, fmt.Sprintf("-router must be one of %s, not %q", strings.Join(gen.Routers, ", "), *f.router))
 	}
-	if len(specs) != 1 {
+	if len(specs) > 1 {
 		problems = append(problems, fmt.Sprintf("want one SPEC file, got %d arguments", len(specs)))
 	}
 	if len(problems) > 0 {
