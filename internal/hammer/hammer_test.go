@@ -589,6 +589,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-url", "http://x", "-X", "GE T"}, `idemgen hammer: -X "GE T" is not an HTTP method (a token: letters, digits and !#$%&'*+-.^_` + "`|~)"},
 		{[]string{"-url", "http://x", "-key-format", "uuid4"}, `idemgen hammer: -key-format must be prefix or uuid, not "uuid4"`},
 		{[]string{"-url", "http://x", "extra"}, `idemgen hammer: unexpected argument "extra"`},
+		{[]string{"-url", "http://x", "-n", "2", "-keys", "5"}, "idemgen hammer: -keys 5 must not exceed -n 2"},
+		{[]string{"-url", "http://x", "-keys", "101"}, "idemgen hammer: -keys 101 must not exceed -n 100"},
 		{[]string{}, "idemgen hammer: -url is required"},
 	} {
 		code, out, errs := main(t, c.args...)
@@ -650,8 +652,14 @@ func TestWording(t *testing.T) {
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closed.Close()
 	_, out, _ := main(t, "-url", closed.URL, "-X", "FOO", "-n", "1", "-q")
-	if want := fmt.Sprintf("1x FOO %q: ", closed.URL); !strings.Contains(out, want) {
-		t.Errorf("stdout lacks %q:\n%s", want, out)
+	for _, want := range []string{
+		fmt.Sprintf("1x FOO %q: ", closed.URL),
+		"transport    1 ERROR (0 timeouts)\n",
+		"result       FAIL: 1 transport error; 1 key never executed\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
 	}
 }
 

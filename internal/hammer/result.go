@@ -138,16 +138,16 @@ func (r *Result) Problems() []string {
 		p = append(p, fmt.Sprintf("DUPLICATE EXECUTION (%d keys executed more than once)", r.DuplicatedKeys))
 	}
 	if r.ReplayMismatches > 0 {
-		p = append(p, fmt.Sprintf("%d mismatched replays", r.ReplayMismatches))
+		p = append(p, plural(r.ReplayMismatches, "mismatched replay"))
 	}
 	if r.ServerErrors > 0 {
-		p = append(p, fmt.Sprintf("%d 5xx responses", r.ServerErrors))
+		p = append(p, plural(r.ServerErrors, "5xx response"))
 	}
 	if r.TransportErrors > 0 {
-		p = append(p, fmt.Sprintf("%d transport errors", r.TransportErrors))
+		p = append(p, plural(r.TransportErrors, "transport error"))
 	}
 	if r.ClientErrors > 0 {
-		p = append(p, fmt.Sprintf("%d 4xx responses other than 409 and 422", r.ClientErrors))
+		p = append(p, plural(r.ClientErrors, "4xx response")+" other than 409 and 422")
 	}
 	if r.UnexecutedKeys > 0 {
 		p = append(p, plural(r.UnexecutedKeys, "key")+" never executed")
@@ -360,7 +360,7 @@ func (r *Result) WriteTable(w io.Writer) {
 	}
 	line("status", "%s", strings.Join(codes, "   "))
 	if r.ClientErrors > 0 {
-		loud("REFUSED: %d 4xx responses other than 409 and 422 (requests the endpoint refused: nothing ran for them)", r.ClientErrors)
+		loud("REFUSED: %s other than 409 and 422 (requests the endpoint refused: nothing ran for them)", plural(r.ClientErrors, "4xx response"))
 		if a := r.FirstClientError; a != nil {
 			loud("  first, key %s: %s", a.Key, a.Response)
 		}
@@ -422,7 +422,7 @@ func (r *Result) WriteTable(w io.Writer) {
 	if r.TransportErrors == 0 {
 		line("transport", "0 errors")
 	} else {
-		line("transport", "%d ERRORS (%d timeouts)", r.TransportErrors, r.Timeouts)
+		line("transport", "%s (%s)", strings.ToUpper(plural(r.TransportErrors, "error")), plural(r.Timeouts, "timeout"))
 		for _, e := range r.ErrorSamples {
 			line("", "%dx %s", e.Count, e.Error)
 		}
