@@ -370,7 +370,7 @@ func TestUnverifiedReplays(t *testing.T) {
 // 400 (a missing header), every answer a 409 (a claim that never completes), or every
 // answer a 422 (keys used before with another payload).
 func TestNothingRan(t *testing.T) {
-	body := fmt.Sprintf("%d bytes: %q", len(refusal), refusal)
+	body := fmt.Sprintf("%d bytes, detail: %q", len(refusal), "the Content-Type header is required")
 	for _, c := range []struct {
 		mode mode
 		want []string
@@ -764,5 +764,43 @@ func TestPercentile(t *testing.T) {
 	}
 	if p := percentile(d[:1], 99); p != 1 {
 		t.Errorf("percentile of one %v", p)
+	}
+}
+
+// The first refused response shows what the endpoint said: a problem detail's (or any
+// JSON object's) "detail" whole, up to 500 bytes; another body up to 300 bytes.
+func TestRefusalBody(t *testing.T) {
+	// Like the example server's answer to a request without Content-Type: some 140 bytes,
+	// the useful part after byte 120.
+	const missingCT = `{"type":"about:blank","title":"Bad Request","status":400,` +
+		`"detail":"request does not match the spec: header Content-Type has unexpected value"}`
+	longDetail := strings.Repeat("d", 600)
+	longText := strings.Repeat("é", 200) // 400 bytes; cut on a rune boundary
+	for _, c := range []struct {
+		name, ct, body, want string
+	}{
+		{"problem", "application/problem+json", missingCT,
+			fmt.Sprintf(`400, %d bytes, detail: "request does not match the spec: header Content-Type has unexpected value"`, len(missingCT))},
+		{"json with detail", "application/json", `{"detail":"no \"qty\"","errors":[1,2]}`,
+			`400, 38 bytes, detail: "no \"qty\""`},
+		{"long detail", "application/problem+json", `{"detail":"` + longDetail + `"}`,
+			`400, 613 bytes, detail: "` + longDetail[:500] + `…"`},
+		{"detail not a string", "application/json", `{"detail":7}`, `400, 12 bytes: "{\"detail\":7}"`},
+		{"text", "text/plain", longText, `400, 400 bytes: "` + strings.Repeat("é", 150) + `…"`},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", c.ct)
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, c.body)
+		}))
+		r := run(t, Config{URL: srv.URL, Requests: 1, KeyPrefix: "b"})
+		srv.Close()
+		want := Answer{Key: "b0", Response: c.want}
+		if r.FirstClientError == nil || *r.FirstClientError != want {
+			t.Errorf("%s: first client error\n got %+v\nwant %+v", c.name, r.FirstClientError, want)
+		}
+		if r.FirstRefusal == nil || *r.FirstRefusal != want {
+			t.Errorf("%s: first refusal\n got %+v\nwant %+v", c.name, r.FirstRefusal, want)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Result is what a run saw. Counts are numbers of requests unless said otherwise.
@@ -116,8 +117,11 @@ type Mismatch struct {
 
 // Answer is one response shown as a sample: the key it answered, and the response.
 type Answer struct {
-	Key      string `json:"key"`
-	Response string `json:"response"` // `400, 57 bytes: "{...}"` (body cut to 120 bytes)
+	Key string `json:"key"`
+	// Response is `400, 57 bytes: "{...}"` (the body cut to 300 bytes) or, for a JSON
+	// object with a "detail" string (a problem detail), `400, 141 bytes, detail: "..."`
+	// (the detail cut to 500 bytes).
+	Response string `json:"response"`
 }
 
 // ErrorSample is one transport error message and how many requests got it.
@@ -219,7 +223,7 @@ func analyze(cfg *Config, records []record, keys []keyState, elapsed time.Durati
 		r.Executions += kr.Executions
 		r.Replays += kr.Replays
 		if ks.clientError != nil && r.FirstClientError == nil {
-			r.FirstClientError = &Answer{Key: kr.Key, Response: describe(*ks.clientError)}
+			r.FirstClientError = &Answer{Key: kr.Key, Response: describeAnswer(*ks.clientError)}
 		}
 		switch {
 		case kr.Executions == 0 && kr.Replays > 0:
@@ -227,7 +231,7 @@ func analyze(cfg *Config, records []record, keys []keyState, elapsed time.Durati
 		case kr.Executions == 0 && kr.Requests > 0:
 			r.UnexecutedKeys++
 			if ks.refusal != nil && r.FirstRefusal == nil {
-				r.FirstRefusal = &Answer{Key: kr.Key, Response: describe(*ks.refusal)}
+				r.FirstRefusal = &Answer{Key: kr.Key, Response: describeAnswer(*ks.refusal)}
 			}
 		case kr.Executions > 1:
 			r.DuplicatedKeys++
@@ -284,18 +288,51 @@ func percentile(d []time.Duration, p int) time.Duration {
 	return d[max(rank, 1)-1]
 }
 
-// describe renders a response for a mismatch report.
+// Body excerpts, in bytes: of a replay in a mismatch report; of a refused response
+// (Answer); of a refused response's problem detail.
+const (
+	mismatchCut = 120
+	answerCut   = 300
+	detailCut   = 500
+)
+
+// describe renders a response for a mismatch report: status, length and the body's first
+// mismatchCut bytes.
 func describe(o observed) string {
-	body := o.body
-	const cut = 120
-	if len(body) > cut {
-		body = body[:cut] + "…"
+	return fmt.Sprintf("%d, %d bytes: %q", o.status, o.length, cut(o.body, mismatchCut)) + locationOf(o)
+}
+
+// describeAnswer renders a refused response for an Answer: when the body is a JSON
+// object with a "detail" string (an RFC 9457 problem detail), the detail up to detailCut
+// bytes, else the body up to answerCut bytes.
+func describeAnswer(o observed) string {
+	var p struct {
+		Detail *string `json:"detail"`
 	}
-	s := fmt.Sprintf("%d, %d bytes: %q", o.status, o.length, body)
-	if o.location != "" {
-		s += ", Location " + o.location
+	if json.Unmarshal([]byte(o.body), &p) == nil && p.Detail != nil && *p.Detail != "" {
+		return fmt.Sprintf("%d, %d bytes, detail: %q", o.status, o.length, cut(*p.Detail, detailCut)) + locationOf(o)
 	}
-	return s
+	return fmt.Sprintf("%d, %d bytes: %q", o.status, o.length, cut(o.body, answerCut)) + locationOf(o)
+}
+
+// locationOf is ", Location URL", or "" when o carries none.
+func locationOf(o observed) string {
+	if o.location == "" {
+		return ""
+	}
+	return ", Location " + o.location
+}
+
+// cut returns s when it has at most n bytes, else its first n bytes or fewer, ending on a
+// UTF-8 character boundary, and "…".
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // fmtDur rounds d to about three significant digits.
