@@ -22,6 +22,8 @@
 //   - so is a key that got answers but neither an execution nor a replay (every answer a
 //     4xx, 5xx or transport error): the run tested nothing for it. A key answered only by
 //     replays is no failure: it was executed before (by an earlier run with the same keys).
+//     When the run is interrupted, such a key is counted as unknown instead (its 409s may
+//     mean it was running); the interruption fails the run.
 //
 // Key i is KeyPrefix+i, or with KeyFormat "uuid" (for a key declared with format: uuid) a
 // version 4 UUID derived from KeyPrefix and i; either way the same KeyPrefix gives the

@@ -804,3 +804,65 @@ func TestRefusalBody(t *testing.T) {
 		}
 	}
 }
+
+// A key whose only answers were 409 (in progress) when the run was interrupted may have
+// been running: the run fails for the interruption, not for a key never executed.
+func TestCancelInProgress(t *testing.T) {
+	// Each key's first burst of 2 is answered 409; the next burst blocks until the client
+	// goes away, and its first request cancels the run.
+	newServer := func() (*httptest.Server, chan struct{}) {
+		var mu sync.Mutex
+		seen := map[string]int{}
+		arrived := make(chan struct{}, 100)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			seen[r.Header.Get("Idempotency-Key")]++
+			n := seen[r.Header.Get("Idempotency-Key")]
+			mu.Unlock()
+			if n <= 2 {
+				http.Error(w, "being processed", http.StatusConflict)
+				return
+			}
+			arrived <- struct{}{}
+			<-r.Context().Done()
+		}))
+		t.Cleanup(srv.Close)
+		return srv, arrived
+	}
+	srv, arrived := newServer()
+	r, err := Run(cancelOnArrival(arrived), Config{URL: srv.URL, Requests: 4, Concurrency: 2, Keys: 1, KeyPrefix: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, r, counts{Requests: 2, Canceled: 2, Interrupted: true}, map[int]int{409: 2})
+	if r.UnknownKeys != 1 || r.FirstRefusal != nil {
+		t.Errorf("unknown keys %d, first refusal %+v; want 1 and none", r.UnknownKeys, r.FirstRefusal)
+	}
+
+	srv, arrived = newServer()
+	var stdout, stderr bytes.Buffer
+	code := Main(cancelOnArrival(arrived), []string{"-url", srv.URL, "-n", "4", "-c", "2", "-key-prefix", "p", "-q"}, &stdout, &stderr)
+	out := stdout.String()
+	for _, want := range []string{
+		"executions   0 (at most one per key; 1 key unknown (interrupted before an execution or a replay))\n",
+		"result       FAIL: interrupted after 2 of 4 requests\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if code != ExitFail || strings.Contains(out, "NEVER") {
+		t.Errorf("exit %d:\n%s%s", code, out, stderr.String())
+	}
+
+	srv, arrived = newServer()
+	stdout.Reset()
+	Main(cancelOnArrival(arrived), []string{"-url", srv.URL, "-n", "4", "-c", "2", "-json", "-q"}, &stdout, &stderr)
+	var got struct {
+		UnexecutedKeys int `json:"unexecuted_keys"`
+		UnknownKeys    int `json:"unknown_keys"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil || got.UnexecutedKeys != 0 || got.UnknownKeys != 1 {
+		t.Errorf("-json: %+v, %v\n%s", got, err, stdout.String())
+	}
+}

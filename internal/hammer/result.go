@@ -56,9 +56,14 @@ type Result struct {
 	DuplicatedKeys int
 	// UnexecutedKeys counts keys that got answers (or transport errors) but neither an
 	// execution nor a replay: nothing shows the endpoint ever ran them (every answer a
-	// 4xx, 5xx or transport error). Keys none of whose requests completed (an
-	// interrupted run) are not counted.
+	// 4xx, 5xx or transport error). In an interrupted run such keys are counted in
+	// UnknownKeys instead; keys none of whose requests completed are counted in neither.
 	UnexecutedKeys int
+	// UnknownKeys counts, in an interrupted run, keys that got answers (or transport
+	// errors) but neither an execution nor a replay: the run stopped before it could tell
+	// whether they ran (a 409 means the key is being processed). They are not counted in
+	// UnexecutedKeys, and do not fail the run by themselves (the interruption does).
+	UnknownKeys int
 	// ReplayOnlyKeys counts keys without an execution in this run but with replays: their
 	// response was stored before (by an earlier run with the same keys, or a stored 4xx).
 	ReplayOnlyKeys int
@@ -228,6 +233,8 @@ func analyze(cfg *Config, records []record, keys []keyState, elapsed time.Durati
 		switch {
 		case kr.Executions == 0 && kr.Replays > 0:
 			r.ReplayOnlyKeys++
+		case kr.Executions == 0 && kr.Requests > 0 && r.Interrupted:
+			r.UnknownKeys++
 		case kr.Executions == 0 && kr.Requests > 0:
 			r.UnexecutedKeys++
 			if ks.refusal != nil && r.FirstRefusal == nil {
@@ -420,13 +427,13 @@ func (r *Result) WriteTable(w io.Writer) {
 			}
 		}
 	case r.UnexecutedKeys > 0:
-		line("executions", "%d (at most one per key; %s NEVER EXECUTED%s)", r.Executions, plural(r.UnexecutedKeys, "key"), r.replayOnly("; "))
+		line("executions", "%d (at most one per key; %s NEVER EXECUTED%s)", r.Executions, plural(r.UnexecutedKeys, "key"), r.keyNotes("; "))
 		loud("NEVER EXECUTED: %d of %d keys got neither an execution nor a replay", r.UnexecutedKeys, r.Keys)
 		if a := r.FirstRefusal; a != nil && (r.FirstClientError == nil || *a != *r.FirstClientError) {
 			loud("  first answer, key %s: %s", a.Key, a.Response)
 		}
-	case r.ReplayOnlyKeys > 0:
-		line("executions", "%d (at most one per key%s)", r.Executions, r.replayOnly("; "))
+	case r.ReplayOnlyKeys > 0 || r.UnknownKeys > 0:
+		line("executions", "%d (at most one per key%s)", r.Executions, r.keyNotes("; "))
 	default:
 		line("executions", "%d (exactly one per key)", r.Executions)
 	}
@@ -491,12 +498,17 @@ func (r *Result) perKey() string {
 	return plural(n, "request")
 }
 
-// replayOnly is sep and "N keys answered only by replays", or "" without such keys.
-func (r *Result) replayOnly(sep string) string {
-	if r.ReplayOnlyKeys == 0 {
-		return ""
+// keyNotes is, each after sep, "N keys answered only by replays (...)" and "N keys
+// unknown (...)", for the keys there are; "" without such keys.
+func (r *Result) keyNotes(sep string) string {
+	var s string
+	if r.ReplayOnlyKeys > 0 {
+		s += sep + plural(r.ReplayOnlyKeys, "key") + " answered only by replays (executed before this run)"
 	}
-	return sep + plural(r.ReplayOnlyKeys, "key") + " answered only by replays (executed before this run)"
+	if r.UnknownKeys > 0 {
+		s += sep + plural(r.UnknownKeys, "key") + " unknown (interrupted before an execution or a replay)"
+	}
+	return s
 }
 
 // jsonSummary is the -json form of a Result. Durations are in milliseconds.
@@ -518,6 +530,7 @@ type jsonSummary struct {
 	DuplicateExecutions int                `json:"duplicate_executions"`
 	DuplicatedKeys      int                `json:"duplicated_keys"`
 	UnexecutedKeys      int                `json:"unexecuted_keys"`
+	UnknownKeys         int                `json:"unknown_keys"`
 	ReplayOnlyKeys      int                `json:"replay_only_keys"`
 	Replays             int                `json:"replays"`
 	ReplayMismatches    int                `json:"replay_mismatches"`
@@ -553,8 +566,9 @@ func (r *Result) WriteJSON(w io.Writer) error {
 		Concurrency: r.Concurrency, ElapsedMS: ms(r.Elapsed), RequestsPerSecond: r.RequestsPerSecond,
 		Status:     make(map[string]int, len(r.Status)),
 		Executions: r.Executions, DuplicateExecutions: r.DuplicateExecutions,
-		DuplicatedKeys: r.DuplicatedKeys, UnexecutedKeys: r.UnexecutedKeys, ReplayOnlyKeys: r.ReplayOnlyKeys,
-		Replays: r.Replays, ReplayMismatches: r.ReplayMismatches, UnverifiedReplays: r.UnverifiedReplays,
+		DuplicatedKeys: r.DuplicatedKeys, UnexecutedKeys: r.UnexecutedKeys, UnknownKeys: r.UnknownKeys,
+		ReplayOnlyKeys: r.ReplayOnlyKeys,
+		Replays:        r.Replays, ReplayMismatches: r.ReplayMismatches, UnverifiedReplays: r.UnverifiedReplays,
 		ServerErrors: r.ServerErrors, ClientErrors: r.ClientErrors, TransportErrors: r.TransportErrors, Timeouts: r.Timeouts,
 		Canceled: r.Canceled, Interrupted: r.Interrupted,
 		LatencyMS:       map[string]float64{"p50": ms(r.P50), "p90": ms(r.P90), "p99": ms(r.P99), "max": ms(r.Max)},
