@@ -866,3 +866,71 @@ func TestCancelInProgress(t *testing.T) {
 		t.Errorf("-json: %+v, %v\n%s", got, err, stdout.String())
 	}
 }
+
+// A second run with the same keys gets replays only: the summary says they have no
+// original in this run and what they were compared with, without claiming they match one.
+func TestRerunWording(t *testing.T) {
+	_, srv := newTestServer(t, idempotent, 0)
+	args := []string{"-url", srv.URL, "-n", "12", "-c", "1", "-keys", "3", "-key-prefix", "s", "-q"}
+	if code, out, _ := main(t, args...); code != ExitOK || !strings.Contains(out, "replays      9, all match their key's original response byte for byte\n") {
+		t.Fatalf("first run: exit %d:\n%s", code, out)
+	}
+	code, out, _ := main(t, args...)
+	want := "replays      12, of keys with no original response in this run; the 9 after each key's first match it byte for byte\n"
+	if code != ExitOK || !strings.Contains(out, want) || strings.Contains(out, "original response byte for byte") ||
+		strings.Count(out, "\n") != 8 {
+		t.Errorf("second run: exit %d, want 0 and %q:\n%s", code, want, out)
+	}
+	r := run(t, Config{URL: srv.URL, Requests: 12, Concurrency: 1, Keys: 3, KeyPrefix: "s"})
+	check(t, r, counts{Requests: 12, Replays: 12, UnverifiedReplays: 12, ReplayOnlyKeys: 3, OK: true}, map[int]int{201: 12})
+	if r.UnverifiedKeys != 3 {
+		t.Errorf("unverified keys %d, want 3", r.UnverifiedKeys)
+	}
+
+	// Keys with an original and keys without one in the same run.
+	args = []string{"-url", srv.URL, "-n", "24", "-c", "1", "-keys", "6", "-key-prefix", "s", "-q"}
+	code, out, _ = main(t, args...)
+	want = "replays      21: 9 match their key's original response byte for byte; 12 are of keys with no original response in this run, and the 9 after each key's first match it byte for byte\n"
+	if code != ExitOK || !strings.Contains(out, want) {
+		t.Errorf("mixed run: exit %d, want 0 and %q:\n%s", code, want, out)
+	}
+
+	// One replay per key: nothing to compare.
+	_, srv = newTestServer(t, replayAll, 0)
+	code, out, _ = main(t, "-url", srv.URL, "-n", "3", "-keys", "3", "-q")
+	want = "replays      3, of keys with no original response in this run; one per key, nothing to compare\n"
+	if code != ExitOK || !strings.Contains(out, want) {
+		t.Errorf("one replay per key: exit %d, want 0 and %q:\n%s", code, want, out)
+	}
+}
+
+// Replays of a key with no original in this run that differ from its first replay are
+// mismatches, and the summary says what they were compared with.
+func TestUnverifiedMismatch(t *testing.T) {
+	var mu sync.Mutex
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		body := fmt.Sprintf(`{"replay":%d}`, n)
+		mu.Unlock()
+		w.Header().Set(ReplayedHeader, "true")
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	code, out, _ := main(t, "-url", srv.URL, "-n", "4", "-c", "1", "-key-prefix", "m", "-q")
+	for _, want := range []string{
+		"replays      4, 3 MISMATCHED\n",
+		"!!! REPLAY MISMATCH: 3 of 4 replays differ from their key's original response (or, lacking one in this run, its first replay)\n",
+		"!!!     first replay 200, 12 bytes: \"{\\\"replay\\\":1}\"\n",
+		"             4 replays of keys with no original response in this run (compared with their key's first replay)\n",
+		"result       FAIL: 3 mismatched replays\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if code != ExitFail {
+		t.Errorf("exit %d, want 1", code)
+	}
+}

@@ -72,9 +72,13 @@ type Result struct {
 	Replays int
 	// ReplayMismatches counts replays that differ from their key's original response.
 	ReplayMismatches int
-	// UnverifiedReplays counts replays of keys without an original response in this run;
-	// they are compared with the key's first replay instead.
+	// UnverifiedReplays counts replays of keys with no original response in this run (no
+	// execution, no stored 4xx: see ReplayOnlyKeys), each key's first replay included.
+	// Nothing shows they match an original; each key's later replays are compared with
+	// its first instead: UnverifiedReplays-UnverifiedKeys of them.
 	UnverifiedReplays int
+	// UnverifiedKeys counts the keys of UnverifiedReplays.
+	UnverifiedKeys int
 
 	// Latency percentiles (nearest rank) and maximum over HTTP responses, from a request's
 	// release to the end of its body. Zero without responses.
@@ -251,6 +255,9 @@ func analyze(cfg *Config, records []record, keys []keyState, elapsed time.Durati
 		if ref == nil {
 			ref, unverified = ks.firstReplay, true
 			r.UnverifiedReplays += kr.Replays
+			if kr.Replays > 0 {
+				r.UnverifiedKeys++
+			}
 		}
 		// Report samples in a stable order.
 		var bad []observed
@@ -442,10 +449,14 @@ func (r *Result) WriteTable(w io.Writer) {
 	case r.Replays == 0:
 		line("replays", "0")
 	case r.ReplayMismatches == 0:
-		line("replays", "%d, all match their key's original response byte for byte", r.Replays)
+		line("replays", "%s", r.matchingReplays())
 	default:
 		line("replays", "%d, %d MISMATCHED", r.Replays, r.ReplayMismatches)
-		loud("REPLAY MISMATCH: %d of %d replays differ from their key's original response", r.ReplayMismatches, r.Replays)
+		what := "their key's original response"
+		if r.UnverifiedReplays > 0 {
+			what += " (or, lacking one in this run, its first replay)"
+		}
+		loud("REPLAY MISMATCH: %d of %d replays differ from %s", r.ReplayMismatches, r.Replays, what)
 		for _, m := range r.MismatchSamples {
 			what := "original"
 			if m.Unverified {
@@ -455,9 +466,10 @@ func (r *Result) WriteTable(w io.Writer) {
 			loud("    %-12s %s", what, m.Original)
 			loud("    %-12s %s", "replay", m.Replay)
 		}
-	}
-	if r.UnverifiedReplays > 0 {
-		line("", "%d replays of keys without an original response in this run (compared with the key's first replay)", r.UnverifiedReplays)
+		if r.UnverifiedReplays > 0 {
+			line("", "%s of keys with no original response in this run (compared with their key's first replay)",
+				plural(r.UnverifiedReplays, "replay"))
+		}
 	}
 
 	if r.Requests > r.TransportErrors {
@@ -478,6 +490,27 @@ func (r *Result) WriteTable(w io.Writer) {
 		line("result", "OK")
 	}
 	io.WriteString(w, b.String())
+}
+
+// matchingReplays describes replays none of which mismatched: "9, all match their key's
+// original response byte for byte", and for keys with no original response in this run
+// what their replays were compared with.
+func (r *Result) matchingReplays() string {
+	verified := r.Replays - r.UnverifiedReplays
+	later := r.UnverifiedReplays - r.UnverifiedKeys // compared with their key's first replay
+	unverified := "the " + strconv.Itoa(later) + " after each key's first match it byte for byte"
+	if later == 0 {
+		unverified = "one per key, nothing to compare"
+	}
+	switch {
+	case r.UnverifiedReplays == 0:
+		return fmt.Sprintf("%d, all match their key's original response byte for byte", r.Replays)
+	case verified == 0:
+		return fmt.Sprintf("%d, of keys with no original response in this run; %s", r.Replays, unverified)
+	default:
+		return fmt.Sprintf("%d: %d match their key's original response byte for byte; %d are of keys with no original response in this run, and %s",
+			r.Replays, verified, r.UnverifiedReplays, unverified)
+	}
 }
 
 // describeKeys describes the keys for the summary: "10 keys (hammer-1f2e3d4c-*)", or
@@ -535,6 +568,7 @@ type jsonSummary struct {
 	Replays             int                `json:"replays"`
 	ReplayMismatches    int                `json:"replay_mismatches"`
 	UnverifiedReplays   int                `json:"unverified_replays"`
+	UnverifiedKeys      int                `json:"unverified_keys"`
 	ServerErrors        int                `json:"server_errors"`
 	ClientErrors        int                `json:"client_errors"`
 	TransportErrors     int                `json:"transport_errors"`
@@ -556,9 +590,12 @@ type jsonKey struct {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// WriteJSON writes the summary to w as one indented JSON object. Status codes are object
-// keys; durations are in milliseconds; duplicate_keys lists every key executed more than
-// once.
+// WriteJSON writes the summary to w as one indented JSON object. Its fields are those of
+// Result in snake_case, with the same meaning (unverified_replays: replays of keys with
+// no original response in this run, each key's first included; unverified_keys: those
+// keys; unknown_keys: keys undecided when the run was interrupted). Status codes are
+// object keys; durations are in milliseconds; duplicate_keys lists every key executed
+// more than once.
 func (r *Result) WriteJSON(w io.Writer) error {
 	s := jsonSummary{
 		OK: r.OK(), Problems: r.Problems(), Method: r.Method, URL: r.URL,
@@ -568,7 +605,7 @@ func (r *Result) WriteJSON(w io.Writer) error {
 		Executions: r.Executions, DuplicateExecutions: r.DuplicateExecutions,
 		DuplicatedKeys: r.DuplicatedKeys, UnexecutedKeys: r.UnexecutedKeys, UnknownKeys: r.UnknownKeys,
 		ReplayOnlyKeys: r.ReplayOnlyKeys,
-		Replays:        r.Replays, ReplayMismatches: r.ReplayMismatches, UnverifiedReplays: r.UnverifiedReplays,
+		Replays:        r.Replays, ReplayMismatches: r.ReplayMismatches, UnverifiedReplays: r.UnverifiedReplays, UnverifiedKeys: r.UnverifiedKeys,
 		ServerErrors: r.ServerErrors, ClientErrors: r.ClientErrors, TransportErrors: r.TransportErrors, Timeouts: r.Timeouts,
 		Canceled: r.Canceled, Interrupted: r.Interrupted,
 		LatencyMS:       map[string]float64{"p50": ms(r.P50), "p90": ms(r.P90), "p99": ms(r.P99), "max": ms(r.Max)},
