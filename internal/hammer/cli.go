@@ -152,6 +152,9 @@ func configure(fs *flag.FlagSet, cfg *Config, o *options, rest []string) string 
 			return fmt.Sprintf("-%s must be at least 1, got %d", f.name, f.v)
 		}
 	}
+	if cfg.Keys > cfg.Requests {
+		return fmt.Sprintf("-keys %d must not exceed -n %d", cfg.Keys, cfg.Requests)
+	}
 	if cfg.Timeout <= 0 {
 		return fmt.Sprintf("-timeout must be positive, got %s", cfg.Timeout)
 	}

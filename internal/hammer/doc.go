@@ -13,7 +13,8 @@
 //     4xx other than 408, 409, 425 and 429 (those are "try again" answers that a server
 //     does not store). A replay of a key without an original in this run (its original
 //     was lost to a transport error, or the key was used by an earlier run) is counted as
-//     unverified and compared with the key's first replay instead;
+//     unverified (each key's first replay included), and the key's later replays are
+//     compared with its first instead;
 //   - 5xx responses and transport errors (including per-request timeouts) are failures;
 //   - so is any 4xx other than the protocol's 409 (the key is in progress) and 422 (the key
 //     was used with another payload), replays included: the endpoint refused the request
@@ -22,6 +23,8 @@
 //   - so is a key that got answers but neither an execution nor a replay (every answer a
 //     4xx, 5xx or transport error): the run tested nothing for it. A key answered only by
 //     replays is no failure: it was executed before (by an earlier run with the same keys).
+//     When the run is interrupted, such a key is counted as unknown instead (its 409s may
+//     mean it was running); the interruption fails the run.
 //
 // Key i is KeyPrefix+i, or with KeyFormat "uuid" (for a key declared with format: uuid) a
 // version 4 UUID derived from KeyPrefix and i; either way the same KeyPrefix gives the

@@ -116,7 +116,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Keys = DefaultKeys
 	}
 	if c.Keys > c.Requests {
-		return c, fmt.Errorf("keys (%d) must not exceed requests (%d)", c.Keys, c.Requests)
+		return c, fmt.Errorf("Keys %d must not exceed Requests %d", c.Keys, c.Requests)
 	}
 	if c.KeyHeader == "" {
 		c.KeyHeader = DefaultKeyHeader

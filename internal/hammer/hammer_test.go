@@ -370,7 +370,7 @@ func TestUnverifiedReplays(t *testing.T) {
 // 400 (a missing header), every answer a 409 (a claim that never completes), or every
 // answer a 422 (keys used before with another payload).
 func TestNothingRan(t *testing.T) {
-	body := fmt.Sprintf("%d bytes: %q", len(refusal), refusal)
+	body := fmt.Sprintf("%d bytes, detail: %q", len(refusal), "the Content-Type header is required")
 	for _, c := range []struct {
 		mode mode
 		want []string
@@ -589,6 +589,8 @@ func TestFlagErrors(t *testing.T) {
 		{[]string{"-url", "http://x", "-X", "GE T"}, `idemgen hammer: -X "GE T" is not an HTTP method (a token: letters, digits and !#$%&'*+-.^_` + "`|~)"},
 		{[]string{"-url", "http://x", "-key-format", "uuid4"}, `idemgen hammer: -key-format must be prefix or uuid, not "uuid4"`},
 		{[]string{"-url", "http://x", "extra"}, `idemgen hammer: unexpected argument "extra"`},
+		{[]string{"-url", "http://x", "-n", "2", "-keys", "5"}, "idemgen hammer: -keys 5 must not exceed -n 2"},
+		{[]string{"-url", "http://x", "-keys", "101"}, "idemgen hammer: -keys 101 must not exceed -n 100"},
 		{[]string{}, "idemgen hammer: -url is required"},
 	} {
 		code, out, errs := main(t, c.args...)
@@ -650,8 +652,14 @@ func TestWording(t *testing.T) {
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closed.Close()
 	_, out, _ := main(t, "-url", closed.URL, "-X", "FOO", "-n", "1", "-q")
-	if want := fmt.Sprintf("1x FOO %q: ", closed.URL); !strings.Contains(out, want) {
-		t.Errorf("stdout lacks %q:\n%s", want, out)
+	for _, want := range []string{
+		fmt.Sprintf("1x FOO %q: ", closed.URL),
+		"transport    1 ERROR (0 timeouts)\n",
+		"result       FAIL: 1 transport error; 1 key never executed\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
 	}
 }
 
@@ -756,5 +764,173 @@ func TestPercentile(t *testing.T) {
 	}
 	if p := percentile(d[:1], 99); p != 1 {
 		t.Errorf("percentile of one %v", p)
+	}
+}
+
+// The first refused response shows what the endpoint said: a problem detail's (or any
+// JSON object's) "detail" whole, up to 500 bytes; another body up to 300 bytes.
+func TestRefusalBody(t *testing.T) {
+	// Like the example server's answer to a request without Content-Type: some 140 bytes,
+	// the useful part after byte 120.
+	const missingCT = `{"type":"about:blank","title":"Bad Request","status":400,` +
+		`"detail":"request does not match the spec: header Content-Type has unexpected value"}`
+	longDetail := strings.Repeat("d", 600)
+	longText := strings.Repeat("é", 200) // 400 bytes; cut on a rune boundary
+	for _, c := range []struct {
+		name, ct, body, want string
+	}{
+		{"problem", "application/problem+json", missingCT,
+			fmt.Sprintf(`400, %d bytes, detail: "request does not match the spec: header Content-Type has unexpected value"`, len(missingCT))},
+		{"json with detail", "application/json", `{"detail":"no \"qty\"","errors":[1,2]}`,
+			`400, 38 bytes, detail: "no \"qty\""`},
+		{"long detail", "application/problem+json", `{"detail":"` + longDetail + `"}`,
+			`400, 613 bytes, detail: "` + longDetail[:500] + `…"`},
+		{"detail not a string", "application/json", `{"detail":7}`, `400, 12 bytes: "{\"detail\":7}"`},
+		{"text", "text/plain", longText, `400, 400 bytes: "` + strings.Repeat("é", 150) + `…"`},
+	} {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", c.ct)
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, c.body)
+		}))
+		r := run(t, Config{URL: srv.URL, Requests: 1, KeyPrefix: "b"})
+		srv.Close()
+		want := Answer{Key: "b0", Response: c.want}
+		if r.FirstClientError == nil || *r.FirstClientError != want {
+			t.Errorf("%s: first client error\n got %+v\nwant %+v", c.name, r.FirstClientError, want)
+		}
+		if r.FirstRefusal == nil || *r.FirstRefusal != want {
+			t.Errorf("%s: first refusal\n got %+v\nwant %+v", c.name, r.FirstRefusal, want)
+		}
+	}
+}
+
+// A key whose only answers were 409 (in progress) when the run was interrupted may have
+// been running: the run fails for the interruption, not for a key never executed.
+func TestCancelInProgress(t *testing.T) {
+	// Each key's first burst of 2 is answered 409; the next burst blocks until the client
+	// goes away, and its first request cancels the run.
+	newServer := func() (*httptest.Server, chan struct{}) {
+		var mu sync.Mutex
+		seen := map[string]int{}
+		arrived := make(chan struct{}, 100)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			seen[r.Header.Get("Idempotency-Key")]++
+			n := seen[r.Header.Get("Idempotency-Key")]
+			mu.Unlock()
+			if n <= 2 {
+				http.Error(w, "being processed", http.StatusConflict)
+				return
+			}
+			arrived <- struct{}{}
+			<-r.Context().Done()
+		}))
+		t.Cleanup(srv.Close)
+		return srv, arrived
+	}
+	srv, arrived := newServer()
+	r, err := Run(cancelOnArrival(arrived), Config{URL: srv.URL, Requests: 4, Concurrency: 2, Keys: 1, KeyPrefix: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, r, counts{Requests: 2, Canceled: 2, Interrupted: true}, map[int]int{409: 2})
+	if r.UnknownKeys != 1 || r.FirstRefusal != nil {
+		t.Errorf("unknown keys %d, first refusal %+v; want 1 and none", r.UnknownKeys, r.FirstRefusal)
+	}
+
+	srv, arrived = newServer()
+	var stdout, stderr bytes.Buffer
+	code := Main(cancelOnArrival(arrived), []string{"-url", srv.URL, "-n", "4", "-c", "2", "-key-prefix", "p", "-q"}, &stdout, &stderr)
+	out := stdout.String()
+	for _, want := range []string{
+		"executions   0 (at most one per key; 1 key unknown (interrupted before an execution or a replay))\n",
+		"result       FAIL: interrupted after 2 of 4 requests\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if code != ExitFail || strings.Contains(out, "NEVER") {
+		t.Errorf("exit %d:\n%s%s", code, out, stderr.String())
+	}
+
+	srv, arrived = newServer()
+	stdout.Reset()
+	Main(cancelOnArrival(arrived), []string{"-url", srv.URL, "-n", "4", "-c", "2", "-json", "-q"}, &stdout, &stderr)
+	var got struct {
+		UnexecutedKeys int `json:"unexecuted_keys"`
+		UnknownKeys    int `json:"unknown_keys"`
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &got); err != nil || got.UnexecutedKeys != 0 || got.UnknownKeys != 1 {
+		t.Errorf("-json: %+v, %v\n%s", got, err, stdout.String())
+	}
+}
+
+// A second run with the same keys gets replays only: the summary says they have no
+// original in this run and what they were compared with, without claiming they match one.
+func TestRerunWording(t *testing.T) {
+	_, srv := newTestServer(t, idempotent, 0)
+	args := []string{"-url", srv.URL, "-n", "12", "-c", "1", "-keys", "3", "-key-prefix", "s", "-q"}
+	if code, out, _ := main(t, args...); code != ExitOK || !strings.Contains(out, "replays      9, all match their key's original response byte for byte\n") {
+		t.Fatalf("first run: exit %d:\n%s", code, out)
+	}
+	code, out, _ := main(t, args...)
+	want := "replays      12, of keys with no original response in this run; the 9 after each key's first match it byte for byte\n"
+	if code != ExitOK || !strings.Contains(out, want) || strings.Contains(out, "original response byte for byte") ||
+		strings.Count(out, "\n") != 8 {
+		t.Errorf("second run: exit %d, want 0 and %q:\n%s", code, want, out)
+	}
+	r := run(t, Config{URL: srv.URL, Requests: 12, Concurrency: 1, Keys: 3, KeyPrefix: "s"})
+	check(t, r, counts{Requests: 12, Replays: 12, UnverifiedReplays: 12, ReplayOnlyKeys: 3, OK: true}, map[int]int{201: 12})
+	if r.UnverifiedKeys != 3 {
+		t.Errorf("unverified keys %d, want 3", r.UnverifiedKeys)
+	}
+
+	// Keys with an original and keys without one in the same run.
+	args = []string{"-url", srv.URL, "-n", "24", "-c", "1", "-keys", "6", "-key-prefix", "s", "-q"}
+	code, out, _ = main(t, args...)
+	want = "replays      21: 9 match their key's original response byte for byte; 12 are of keys with no original response in this run, and the 9 after each key's first match it byte for byte\n"
+	if code != ExitOK || !strings.Contains(out, want) {
+		t.Errorf("mixed run: exit %d, want 0 and %q:\n%s", code, want, out)
+	}
+
+	// One replay per key: nothing to compare.
+	_, srv = newTestServer(t, replayAll, 0)
+	code, out, _ = main(t, "-url", srv.URL, "-n", "3", "-keys", "3", "-q")
+	want = "replays      3, of keys with no original response in this run; one per key, nothing to compare\n"
+	if code != ExitOK || !strings.Contains(out, want) {
+		t.Errorf("one replay per key: exit %d, want 0 and %q:\n%s", code, want, out)
+	}
+}
+
+// Replays of a key with no original in this run that differ from its first replay are
+// mismatches, and the summary says what they were compared with.
+func TestUnverifiedMismatch(t *testing.T) {
+	var mu sync.Mutex
+	n := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		n++
+		body := fmt.Sprintf(`{"replay":%d}`, n)
+		mu.Unlock()
+		w.Header().Set(ReplayedHeader, "true")
+		io.WriteString(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	code, out, _ := main(t, "-url", srv.URL, "-n", "4", "-c", "1", "-key-prefix", "m", "-q")
+	for _, want := range []string{
+		"replays      4, 3 MISMATCHED\n",
+		"!!! REPLAY MISMATCH: 3 of 4 replays differ from their key's original response (or, lacking one in this run, its first replay)\n",
+		"!!!     first replay 200, 12 bytes: \"{\\\"replay\\\":1}\"\n",
+		"             4 replays of keys with no original response in this run (compared with their key's first replay)\n",
+		"result       FAIL: 3 mismatched replays\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if code != ExitFail {
+		t.Errorf("exit %d, want 1", code)
 	}
 }

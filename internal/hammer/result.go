@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Result is what a run saw. Counts are numbers of requests unless said otherwise.
@@ -55,9 +56,14 @@ type Result struct {
 	DuplicatedKeys int
 	// UnexecutedKeys counts keys that got answers (or transport errors) but neither an
 	// execution nor a replay: nothing shows the endpoint ever ran them (every answer a
-	// 4xx, 5xx or transport error). Keys none of whose requests completed (an
-	// interrupted run) are not counted.
+	// 4xx, 5xx or transport error). In an interrupted run such keys are counted in
+	// UnknownKeys instead; keys none of whose requests completed are counted in neither.
 	UnexecutedKeys int
+	// UnknownKeys counts, in an interrupted run, keys that got answers (or transport
+	// errors) but neither an execution nor a replay: the run stopped before it could tell
+	// whether they ran (a 409 means the key is being processed). They are not counted in
+	// UnexecutedKeys, and do not fail the run by themselves (the interruption does).
+	UnknownKeys int
 	// ReplayOnlyKeys counts keys without an execution in this run but with replays: their
 	// response was stored before (by an earlier run with the same keys, or a stored 4xx).
 	ReplayOnlyKeys int
@@ -66,9 +72,13 @@ type Result struct {
 	Replays int
 	// ReplayMismatches counts replays that differ from their key's original response.
 	ReplayMismatches int
-	// UnverifiedReplays counts replays of keys without an original response in this run;
-	// they are compared with the key's first replay instead.
+	// UnverifiedReplays counts replays of keys with no original response in this run (no
+	// execution, no stored 4xx: see ReplayOnlyKeys), each key's first replay included.
+	// Nothing shows they match an original; each key's later replays are compared with
+	// its first instead: UnverifiedReplays-UnverifiedKeys of them.
 	UnverifiedReplays int
+	// UnverifiedKeys counts the keys of UnverifiedReplays.
+	UnverifiedKeys int
 
 	// Latency percentiles (nearest rank) and maximum over HTTP responses, from a request's
 	// release to the end of its body. Zero without responses.
@@ -116,8 +126,11 @@ type Mismatch struct {
 
 // Answer is one response shown as a sample: the key it answered, and the response.
 type Answer struct {
-	Key      string `json:"key"`
-	Response string `json:"response"` // `400, 57 bytes: "{...}"` (body cut to 120 bytes)
+	Key string `json:"key"`
+	// Response is `400, 57 bytes: "{...}"` (the body cut to 300 bytes) or, for a JSON
+	// object with a "detail" string (a problem detail), `400, 141 bytes, detail: "..."`
+	// (the detail cut to 500 bytes).
+	Response string `json:"response"`
 }
 
 // ErrorSample is one transport error message and how many requests got it.
@@ -138,16 +151,16 @@ func (r *Result) Problems() []string {
 		p = append(p, fmt.Sprintf("DUPLICATE EXECUTION (%d keys executed more than once)", r.DuplicatedKeys))
 	}
 	if r.ReplayMismatches > 0 {
-		p = append(p, fmt.Sprintf("%d mismatched replays", r.ReplayMismatches))
+		p = append(p, plural(r.ReplayMismatches, "mismatched replay"))
 	}
 	if r.ServerErrors > 0 {
-		p = append(p, fmt.Sprintf("%d 5xx responses", r.ServerErrors))
+		p = append(p, plural(r.ServerErrors, "5xx response"))
 	}
 	if r.TransportErrors > 0 {
-		p = append(p, fmt.Sprintf("%d transport errors", r.TransportErrors))
+		p = append(p, plural(r.TransportErrors, "transport error"))
 	}
 	if r.ClientErrors > 0 {
-		p = append(p, fmt.Sprintf("%d 4xx responses other than 409 and 422", r.ClientErrors))
+		p = append(p, plural(r.ClientErrors, "4xx response")+" other than 409 and 422")
 	}
 	if r.UnexecutedKeys > 0 {
 		p = append(p, plural(r.UnexecutedKeys, "key")+" never executed")
@@ -219,15 +232,17 @@ func analyze(cfg *Config, records []record, keys []keyState, elapsed time.Durati
 		r.Executions += kr.Executions
 		r.Replays += kr.Replays
 		if ks.clientError != nil && r.FirstClientError == nil {
-			r.FirstClientError = &Answer{Key: kr.Key, Response: describe(*ks.clientError)}
+			r.FirstClientError = &Answer{Key: kr.Key, Response: describeAnswer(*ks.clientError)}
 		}
 		switch {
 		case kr.Executions == 0 && kr.Replays > 0:
 			r.ReplayOnlyKeys++
+		case kr.Executions == 0 && kr.Requests > 0 && r.Interrupted:
+			r.UnknownKeys++
 		case kr.Executions == 0 && kr.Requests > 0:
 			r.UnexecutedKeys++
 			if ks.refusal != nil && r.FirstRefusal == nil {
-				r.FirstRefusal = &Answer{Key: kr.Key, Response: describe(*ks.refusal)}
+				r.FirstRefusal = &Answer{Key: kr.Key, Response: describeAnswer(*ks.refusal)}
 			}
 		case kr.Executions > 1:
 			r.DuplicatedKeys++
@@ -240,6 +255,9 @@ func analyze(cfg *Config, records []record, keys []keyState, elapsed time.Durati
 		if ref == nil {
 			ref, unverified = ks.firstReplay, true
 			r.UnverifiedReplays += kr.Replays
+			if kr.Replays > 0 {
+				r.UnverifiedKeys++
+			}
 		}
 		// Report samples in a stable order.
 		var bad []observed
@@ -284,18 +302,51 @@ func percentile(d []time.Duration, p int) time.Duration {
 	return d[max(rank, 1)-1]
 }
 
-// describe renders a response for a mismatch report.
+// Body excerpts, in bytes: of a replay in a mismatch report; of a refused response
+// (Answer); of a refused response's problem detail.
+const (
+	mismatchCut = 120
+	answerCut   = 300
+	detailCut   = 500
+)
+
+// describe renders a response for a mismatch report: status, length and the body's first
+// mismatchCut bytes.
 func describe(o observed) string {
-	body := o.body
-	const cut = 120
-	if len(body) > cut {
-		body = body[:cut] + "…"
+	return fmt.Sprintf("%d, %d bytes: %q", o.status, o.length, cut(o.body, mismatchCut)) + locationOf(o)
+}
+
+// describeAnswer renders a refused response for an Answer: when the body is a JSON
+// object with a "detail" string (an RFC 9457 problem detail), the detail up to detailCut
+// bytes, else the body up to answerCut bytes.
+func describeAnswer(o observed) string {
+	var p struct {
+		Detail *string `json:"detail"`
 	}
-	s := fmt.Sprintf("%d, %d bytes: %q", o.status, o.length, body)
-	if o.location != "" {
-		s += ", Location " + o.location
+	if json.Unmarshal([]byte(o.body), &p) == nil && p.Detail != nil && *p.Detail != "" {
+		return fmt.Sprintf("%d, %d bytes, detail: %q", o.status, o.length, cut(*p.Detail, detailCut)) + locationOf(o)
 	}
-	return s
+	return fmt.Sprintf("%d, %d bytes: %q", o.status, o.length, cut(o.body, answerCut)) + locationOf(o)
+}
+
+// locationOf is ", Location URL", or "" when o carries none.
+func locationOf(o observed) string {
+	if o.location == "" {
+		return ""
+	}
+	return ", Location " + o.location
+}
+
+// cut returns s when it has at most n bytes, else its first n bytes or fewer, ending on a
+// UTF-8 character boundary, and "…".
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
 }
 
 // fmtDur rounds d to about three significant digits.
@@ -360,7 +411,7 @@ func (r *Result) WriteTable(w io.Writer) {
 	}
 	line("status", "%s", strings.Join(codes, "   "))
 	if r.ClientErrors > 0 {
-		loud("REFUSED: %d 4xx responses other than 409 and 422 (requests the endpoint refused: nothing ran for them)", r.ClientErrors)
+		loud("REFUSED: %s other than 409 and 422 (requests the endpoint refused: nothing ran for them)", plural(r.ClientErrors, "4xx response"))
 		if a := r.FirstClientError; a != nil {
 			loud("  first, key %s: %s", a.Key, a.Response)
 		}
@@ -383,13 +434,13 @@ func (r *Result) WriteTable(w io.Writer) {
 			}
 		}
 	case r.UnexecutedKeys > 0:
-		line("executions", "%d (at most one per key; %s NEVER EXECUTED%s)", r.Executions, plural(r.UnexecutedKeys, "key"), r.replayOnly("; "))
+		line("executions", "%d (at most one per key; %s NEVER EXECUTED%s)", r.Executions, plural(r.UnexecutedKeys, "key"), r.keyNotes("; "))
 		loud("NEVER EXECUTED: %d of %d keys got neither an execution nor a replay", r.UnexecutedKeys, r.Keys)
 		if a := r.FirstRefusal; a != nil && (r.FirstClientError == nil || *a != *r.FirstClientError) {
 			loud("  first answer, key %s: %s", a.Key, a.Response)
 		}
-	case r.ReplayOnlyKeys > 0:
-		line("executions", "%d (at most one per key%s)", r.Executions, r.replayOnly("; "))
+	case r.ReplayOnlyKeys > 0 || r.UnknownKeys > 0:
+		line("executions", "%d (at most one per key%s)", r.Executions, r.keyNotes("; "))
 	default:
 		line("executions", "%d (exactly one per key)", r.Executions)
 	}
@@ -398,10 +449,14 @@ func (r *Result) WriteTable(w io.Writer) {
 	case r.Replays == 0:
 		line("replays", "0")
 	case r.ReplayMismatches == 0:
-		line("replays", "%d, all match their key's original response byte for byte", r.Replays)
+		line("replays", "%s", r.matchingReplays())
 	default:
 		line("replays", "%d, %d MISMATCHED", r.Replays, r.ReplayMismatches)
-		loud("REPLAY MISMATCH: %d of %d replays differ from their key's original response", r.ReplayMismatches, r.Replays)
+		what := "their key's original response"
+		if r.UnverifiedReplays > 0 {
+			what += " (or, lacking one in this run, its first replay)"
+		}
+		loud("REPLAY MISMATCH: %d of %d replays differ from %s", r.ReplayMismatches, r.Replays, what)
 		for _, m := range r.MismatchSamples {
 			what := "original"
 			if m.Unverified {
@@ -411,9 +466,10 @@ func (r *Result) WriteTable(w io.Writer) {
 			loud("    %-12s %s", what, m.Original)
 			loud("    %-12s %s", "replay", m.Replay)
 		}
-	}
-	if r.UnverifiedReplays > 0 {
-		line("", "%d replays of keys without an original response in this run (compared with the key's first replay)", r.UnverifiedReplays)
+		if r.UnverifiedReplays > 0 {
+			line("", "%s of keys with no original response in this run (compared with their key's first replay)",
+				plural(r.UnverifiedReplays, "replay"))
+		}
 	}
 
 	if r.Requests > r.TransportErrors {
@@ -422,7 +478,7 @@ func (r *Result) WriteTable(w io.Writer) {
 	if r.TransportErrors == 0 {
 		line("transport", "0 errors")
 	} else {
-		line("transport", "%d ERRORS (%d timeouts)", r.TransportErrors, r.Timeouts)
+		line("transport", "%s (%s)", strings.ToUpper(plural(r.TransportErrors, "error")), plural(r.Timeouts, "timeout"))
 		for _, e := range r.ErrorSamples {
 			line("", "%dx %s", e.Count, e.Error)
 		}
@@ -434,6 +490,27 @@ func (r *Result) WriteTable(w io.Writer) {
 		line("result", "OK")
 	}
 	io.WriteString(w, b.String())
+}
+
+// matchingReplays describes replays none of which mismatched: "9, all match their key's
+// original response byte for byte", and for keys with no original response in this run
+// what their replays were compared with.
+func (r *Result) matchingReplays() string {
+	verified := r.Replays - r.UnverifiedReplays
+	later := r.UnverifiedReplays - r.UnverifiedKeys // compared with their key's first replay
+	unverified := "the " + strconv.Itoa(later) + " after each key's first match it byte for byte"
+	if later == 0 {
+		unverified = "one per key, nothing to compare"
+	}
+	switch {
+	case r.UnverifiedReplays == 0:
+		return fmt.Sprintf("%d, all match their key's original response byte for byte", r.Replays)
+	case verified == 0:
+		return fmt.Sprintf("%d, of keys with no original response in this run; %s", r.Replays, unverified)
+	default:
+		return fmt.Sprintf("%d: %d match their key's original response byte for byte; %d are of keys with no original response in this run, and %s",
+			r.Replays, verified, r.UnverifiedReplays, unverified)
+	}
 }
 
 // describeKeys describes the keys for the summary: "10 keys (hammer-1f2e3d4c-*)", or
@@ -454,12 +531,17 @@ func (r *Result) perKey() string {
 	return plural(n, "request")
 }
 
-// replayOnly is sep and "N keys answered only by replays", or "" without such keys.
-func (r *Result) replayOnly(sep string) string {
-	if r.ReplayOnlyKeys == 0 {
-		return ""
+// keyNotes is, each after sep, "N keys answered only by replays (...)" and "N keys
+// unknown (...)", for the keys there are; "" without such keys.
+func (r *Result) keyNotes(sep string) string {
+	var s string
+	if r.ReplayOnlyKeys > 0 {
+		s += sep + plural(r.ReplayOnlyKeys, "key") + " answered only by replays (executed before this run)"
 	}
-	return sep + plural(r.ReplayOnlyKeys, "key") + " answered only by replays (executed before this run)"
+	if r.UnknownKeys > 0 {
+		s += sep + plural(r.UnknownKeys, "key") + " unknown (interrupted before an execution or a replay)"
+	}
+	return s
 }
 
 // jsonSummary is the -json form of a Result. Durations are in milliseconds.
@@ -481,10 +563,12 @@ type jsonSummary struct {
 	DuplicateExecutions int                `json:"duplicate_executions"`
 	DuplicatedKeys      int                `json:"duplicated_keys"`
 	UnexecutedKeys      int                `json:"unexecuted_keys"`
+	UnknownKeys         int                `json:"unknown_keys"`
 	ReplayOnlyKeys      int                `json:"replay_only_keys"`
 	Replays             int                `json:"replays"`
 	ReplayMismatches    int                `json:"replay_mismatches"`
 	UnverifiedReplays   int                `json:"unverified_replays"`
+	UnverifiedKeys      int                `json:"unverified_keys"`
 	ServerErrors        int                `json:"server_errors"`
 	ClientErrors        int                `json:"client_errors"`
 	TransportErrors     int                `json:"transport_errors"`
@@ -506,9 +590,12 @@ type jsonKey struct {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// WriteJSON writes the summary to w as one indented JSON object. Status codes are object
-// keys; durations are in milliseconds; duplicate_keys lists every key executed more than
-// once.
+// WriteJSON writes the summary to w as one indented JSON object. Its fields are those of
+// Result in snake_case, with the same meaning (unverified_replays: replays of keys with
+// no original response in this run, each key's first included; unverified_keys: those
+// keys; unknown_keys: keys undecided when the run was interrupted). Status codes are
+// object keys; durations are in milliseconds; duplicate_keys lists every key executed
+// more than once.
 func (r *Result) WriteJSON(w io.Writer) error {
 	s := jsonSummary{
 		OK: r.OK(), Problems: r.Problems(), Method: r.Method, URL: r.URL,
@@ -516,8 +603,9 @@ func (r *Result) WriteJSON(w io.Writer) error {
 		Concurrency: r.Concurrency, ElapsedMS: ms(r.Elapsed), RequestsPerSecond: r.RequestsPerSecond,
 		Status:     make(map[string]int, len(r.Status)),
 		Executions: r.Executions, DuplicateExecutions: r.DuplicateExecutions,
-		DuplicatedKeys: r.DuplicatedKeys, UnexecutedKeys: r.UnexecutedKeys, ReplayOnlyKeys: r.ReplayOnlyKeys,
-		Replays: r.Replays, ReplayMismatches: r.ReplayMismatches, UnverifiedReplays: r.UnverifiedReplays,
+		DuplicatedKeys: r.DuplicatedKeys, UnexecutedKeys: r.UnexecutedKeys, UnknownKeys: r.UnknownKeys,
+		ReplayOnlyKeys: r.ReplayOnlyKeys,
+		Replays:        r.Replays, ReplayMismatches: r.ReplayMismatches, UnverifiedReplays: r.UnverifiedReplays, UnverifiedKeys: r.UnverifiedKeys,
 		ServerErrors: r.ServerErrors, ClientErrors: r.ClientErrors, TransportErrors: r.TransportErrors, Timeouts: r.Timeouts,
 		Canceled: r.Canceled, Interrupted: r.Interrupted,
 		LatencyMS:       map[string]float64{"p50": ms(r.P50), "p90": ms(r.P90), "p99": ms(r.P99), "max": ms(r.Max)},
