@@ -191,6 +191,10 @@
 //     key given twice, a local $ref that does not resolve, a document that is not OpenAPI
 //     3.0 or 3.1 (Swagger 2.0 included), a path template parameter no operation declares
 //     (in: path) and a declared path parameter the template does not have;
+//   - a key at the root, on a path item or on an operation that misspells x-idempotent or
+//     x-idempotent-defaults (the same name in another case, or one edit away:
+//     "unknown extension x-idempotant, did you mean x-idempotent?"); other tools'
+//     extensions two edits away or more (x-idempotency, x-idempotency-key) are left alone;
 //   - in a marker: an unknown field (with the closest valid one when a typo or two away,
 //     case ignored: "isolaton: unknown field, did you mean isolation?"), a field of the
 //     wrong type, a bad duration or one under 1ms, an unknown isolation level, an invalid

@@ -155,6 +155,7 @@ func check(s *spec, opts Options) (*model, error) {
 	var errs ErrorList
 	s.src.checkTree(&errs)
 	s.src.checkPathTemplates(&errs)
+	s.src.checkSpelling(&errs)
 	_, markers := s.src.readMarkers(&errs)
 	if s.loadErr != nil {
 		if len(errs) == 0 { // an error we located ourselves is the clearer one

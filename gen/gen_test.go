@@ -262,6 +262,17 @@ func TestErrors(t *testing.T) {
 		{"header-and-body.yaml", `testdata/errors/header-and-body.yaml:9:15: x-idempotent: header and body are exclusive: the key comes from one place`},
 		{"bad-defaults.yaml", `testdata/errors/bad-defaults.yaml:5:14: x-idempotent-defaults.retention: "-1h" must be positive`},
 		{"required-not-bool.yaml", `testdata/errors/required-not-bool.yaml:8:19: x-idempotent.required: want true or false, got "yes"`},
+		// A mistyped marker extension (case ignored, or one edit away) is an error, on an
+		// operation, on a path item and at the root: left alone it would turn the
+		// protocol off without a word. Other tools' x-idempotency, x-idempotency-key are
+		// two edits away or more, and left alone.
+		{"marker-typos.yaml", strings.Join([]string{
+			`testdata/errors/marker-typos.yaml:3:1: unknown extension x-idempotent-default, did you mean x-idempotent-defaults? (without it the defaults apply to no operation)`,
+			`testdata/errors/marker-typos.yaml:7:5: unknown extension x-idempotant, did you mean x-idempotent? (an operation without the marker runs without the protocol)`,
+			`testdata/errors/marker-typos.yaml:10:7: unknown extension x-idempotant, did you mean x-idempotent? (an operation without the marker runs without the protocol)`,
+			`testdata/errors/marker-typos.yaml:15:7: unknown extension X-Idempotent, did you mean x-idempotent? (an operation without the marker runs without the protocol)`,
+			`testdata/errors/marker-typos.yaml:20:7: unknown extension x-idempotnet, did you mean x-idempotent? (an operation without the marker runs without the protocol)`,
+		}, "\n")},
 		{"path-item-marker.yaml", `testdata/errors/path-item-marker.yaml:5:5: x-idempotent: belongs on an operation (get, post, ...), not on the path item /orders`},
 		{"dangling-ref.yaml", `testdata/errors/dangling-ref.yaml:13:21: $ref "#/components/schemas/Missing" does not resolve: nothing at that path in this document` + "\n" +
 			`testdata/errors/dangling-ref.yaml:19:30: $ref "#/components/schemas/Gone" does not resolve: nothing at that path in this document`},

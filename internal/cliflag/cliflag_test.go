@@ -107,6 +107,28 @@ func TestSuggest(t *testing.T) {
 	}
 }
 
+func TestDistance(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want int
+	}{
+		{"x-idempotent", "x-idempotent", 0},
+		{"x-idempotant", "x-idempotent", 1},                  // substitution
+		{"x-idempotnet", "x-idempotent", 1},                  // transposition
+		{"x-idempotent-default", "x-idempotent-defaults", 1}, // deletion
+		{"X-Idempotent", "x-idempotent", 2},                  // case kept
+		{"x-idempotency", "x-idempotent", 2},
+		{"", "abc", 3},
+	} {
+		if got := Distance(c.a, c.b); got != c.want {
+			t.Errorf("Distance(%q, %q) = %d, want %d", c.a, c.b, got, c.want)
+		}
+		if got := Distance(c.b, c.a); got != c.want {
+			t.Errorf("Distance(%q, %q) = %d, want %d", c.b, c.a, got, c.want)
+		}
+	}
+}
+
 // Flags go anywhere; "--" ends them; -h prints the help and the flags to stdout.
 func TestParse(t *testing.T) {
 	fs := testFlags()

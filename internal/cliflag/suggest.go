@@ -43,7 +43,7 @@ func closest(name string, candidates []string, aliases map[string]string) string
 	}
 	best, bestDist := "", limit+1
 	consider := func(spelling, candidate string) {
-		if d := editDistance(name, strings.ToLower(spelling)); d < bestDist && d < len(name) {
+		if d := Distance(name, strings.ToLower(spelling)); d < bestDist && d < len(name) {
 			best, bestDist = candidate, d
 		}
 	}
@@ -74,9 +74,11 @@ func onlyPrefixed(prefix string, candidates []string) string {
 	return match
 }
 
-// editDistance is the optimal string alignment distance between a and b: insertions,
-// deletions, substitutions and transpositions of adjacent bytes each count one.
-func editDistance(a, b string) int {
+// Distance is the optimal string alignment distance between a and b, in bytes, case
+// kept: insertions, deletions, substitutions and transpositions of adjacent bytes each
+// count one ("x-idempotnet" is 1 from "x-idempotent"). [Suggest] ranks with it; callers
+// that want a stricter threshold than Suggest's use it directly.
+func Distance(a, b string) int {
 	prev2 := make([]int, len(b)+1)
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)

@@ -1,0 +1,77 @@
+package gen
+
+import (
+	"strings"
+
+	"go.yaml.in/yaml/v4"
+
+	"github.com/idemgen/idemgen/internal/cliflag"
+)
+
+// This file reports misspelled marker extensions. idemgen reads x-idempotent and
+// x-idempotent-defaults by their exact names, and any other key is another tool's: a
+// typo would turn the protocol off for an operation, or drop the defaults, without a
+// word.
+
+// readExtensions are the extensions idemgen reads, each with what a misspelling of it
+// loses.
+var readExtensions = []struct{ name, loss string }{
+	{MarkerExt, "an operation without the marker runs without the protocol"},
+	{DefaultsExt, "without it the defaults apply to no operation"},
+}
+
+// misspelledExt returns the extension idemgen reads that key misspells, with what the
+// misspelling loses: the same name in another case, or one edit (an insertion, deletion,
+// substitution or transposition) away once case is ignored. ok is false for the names
+// themselves and for keys two edits away or more, such as other tools' x-idempotency
+// and x-idempotency-key.
+func misspelledExt(key string) (name, loss string, ok bool) {
+	for _, e := range readExtensions {
+		if key == e.name {
+			return "", "", false
+		}
+	}
+	lower := strings.ToLower(key)
+	for _, e := range readExtensions {
+		if cliflag.Distance(lower, e.name) <= 1 {
+			return e.name, e.loss, true
+		}
+	}
+	return "", "", false
+}
+
+// checkSpelling reports every key that misspells a marker extension where idemgen reads
+// one or a user may put one: at the document root, on a path item and on an operation.
+func (s *source) checkSpelling(errs *ErrorList) {
+	s.checkKeys(s.root, errs)
+	_, paths := s.lookup("paths")
+	if paths == nil || paths.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(paths.Content); i += 2 {
+		item := deref(paths.Content[i+1])
+		if item == nil || item.Kind != yaml.MappingNode {
+			continue
+		}
+		s.checkKeys(item, errs)
+		for j := 0; j+1 < len(item.Content); j += 2 {
+			if httpMethods[strings.ToLower(item.Content[j].Value)] {
+				s.checkKeys(deref(item.Content[j+1]), errs)
+			}
+		}
+	}
+}
+
+// checkKeys reports the keys of the mapping n that misspell a marker extension, each at
+// its key.
+func (s *source) checkKeys(n *yaml.Node, errs *ErrorList) {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if name, loss, ok := misspelledExt(k.Value); ok {
+			errs.add(s.pos(k), "unknown extension %s, did you mean %s? (%s)", k.Value, name, loss)
+		}
+	}
+}
