@@ -31,7 +31,7 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // -update rewrites atlas/atlas.sum after a new migration was added (what `atlas migrate
-// hash` does, with atlas's own library): go test ./migrations -run TestAtlas -update
+// hash` does, with atlas's own library): go -C migrations test . -run TestAtlas -update
 var update = flag.Bool("update", false, "rewrite atlas/atlas.sum")
 
 // toolTables are the migration tools' own bookkeeping tables, left out of the catalog.
@@ -203,7 +203,7 @@ func TestAtlas(t *testing.T) {
 		}
 	}
 	if err := migrate.Validate(dir); err != nil {
-		t.Fatalf("atlas.sum: %v (a released migration was edited, or a new one added without `go test ./migrations -run TestAtlas -update`)", err)
+		t.Fatalf("atlas.sum: %v (a released migration was edited, or a new one added without `go -C migrations test . -run TestAtlas -update`)", err)
 	}
 	files, err := dir.Files()
 	if err != nil || len(files) == 0 {

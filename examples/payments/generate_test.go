@@ -27,7 +27,7 @@ func TestGeneratedCodeIsFresh(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(old, f.Data) {
-			t.Errorf("%s is stale: run `go generate ./examples/payments` (or `idemgen generate -check -package api -o api openapi.yaml` for a diff)", p)
+			t.Errorf("%s is stale: run `go -C examples generate ./payments` (or `idemgen generate -check -package api -o api openapi.yaml` for a diff)", p)
 		}
 	}
 }

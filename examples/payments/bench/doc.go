@@ -4,10 +4,10 @@
 // and answers the same JSON, in the same run, on a durable PostgreSQL (fsync and
 // synchronous_commit on, a throwaway cluster from the local binaries).
 //
-// It holds benchmarks only: `go test ./examples/payments/bench` starts no server and runs
+// It holds benchmarks only: `go -C examples test ./payments/bench` starts no server and runs
 // nothing. Run them with
 //
-//	go test ./examples/payments/bench -run '^$' -bench . -benchtime 1x
+//	go -C examples test ./payments/bench -run '^$' -bench . -benchtime 1x
 //
 // BenchmarkHTTP drives each variant closed-loop (c clients, each sending its next request
 // when the last one is answered, a fresh idempotency key every time) at c=1 and c=16, in

@@ -13,5 +13,5 @@
 // malformed requests, checking the database after each: exactly one payment per key,
 // no 2xx without a committed row, no key left processing past its lease.
 //
-//	go test ./examples/payments/reliability -v
+//	go -C examples test ./payments/reliability -v
 package reliability

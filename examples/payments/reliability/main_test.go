@@ -134,8 +134,8 @@ func buildServers() (payments, sessions string, err error) {
 	}
 	bin := filepath.Join(dir, "bin")
 	cmd := exec.Command(goCmd, "build", "-overlay", ovPath, "-o", bin+string(filepath.Separator),
-		"./examples/payments/cmd/server", "./examples/payments/reliability/internal/sessions")
-	cmd.Dir = root
+		"./payments/cmd/server", "./payments/reliability/internal/sessions")
+	cmd.Dir = filepath.Join(root, "examples") // the examples module
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", "", fmt.Errorf("go build: %v\n%s", err, out)
 	}
@@ -205,6 +205,8 @@ func checkShortPolicies(code []byte) error {
 	return nil
 }
 
+// moduleRoot is the repository's root: the directory of the go.mod of
+// github.com/idemgen/idemgen (the examples are a module of their own inside it).
 func moduleRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {

@@ -1,6 +1,6 @@
 // Command demo is the payments example in one command:
 //
-//	go run ./examples/payments/cmd/demo
+//	go -C examples run ./payments/cmd/demo
 //
 // It regenerates the example's handlers from openapi.yaml (in-process, with idemgen's
 // generator; when they were stale it writes them and re-runs itself on the new code),

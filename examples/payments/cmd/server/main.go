@@ -1,6 +1,6 @@
 // Command server runs the payments example service.
 //
-//	go run ./examples/payments/cmd/server -addr 127.0.0.1:8080 [-delay 200ms]
+//	go -C examples run ./payments/cmd/server -addr 127.0.0.1:8080 [-delay 200ms]
 //
 // DATABASE_URL selects the PostgreSQL database. When it is empty, the server starts an
 // embedded throwaway PostgreSQL from the local binaries (initdb, postgres) and says so on
