@@ -56,14 +56,7 @@ type env struct {
 func newEnv(t *testing.T, serverArgs []string, opts ...Option) *env {
 	t.Helper()
 	srv := redistest.Start(t, serverArgs...)
-	rdb := redis.NewClient(&redis.Options{
-		Addr:                  srv.Addr(),
-		ContextTimeoutEnabled: true,
-		MaxRetries:            -1, // a test of faults sees each failure as it happens
-		DialTimeout:           time.Second,
-		PoolSize:              32,
-	})
-	t.Cleanup(func() { rdb.Close() })
+	rdb := clientFor(t, srv.Addr())
 	seen := &counts{}
 	opts = append([]Option{WithObserver(seen.observe), WithLogger(quietLogger(t))}, opts...)
 	store, err := New(context.Background(), rdb, opts...)
@@ -72,6 +65,22 @@ func newEnv(t *testing.T, serverArgs []string, opts ...Option) *env {
 	}
 	return &env{srv: srv, rdb: rdb, store: store, seen: seen}
 }
+
+// clientFor is a client of the server at addr, closed when t ends.
+func clientFor(t *testing.T, addr string) *redis.Client {
+	rdb := redis.NewClient(&redis.Options{
+		Addr:                  addr,
+		ContextTimeoutEnabled: true,
+		MaxRetries:            -1, // a test of faults sees each failure as it happens
+		DialTimeout:           time.Second,
+		PoolSize:              32,
+	})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// textLogger logs to w.
+func textLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
 
 // quietLogger logs through t.Log.
 func quietLogger(t *testing.T) *slog.Logger {
