@@ -101,7 +101,9 @@ var testPolicy = idem.MustPolicy(idem.Policy{
 
 func ptr(s string) *string { return &s }
 
-func body(id string) []idem.Part { return []idem.Part{{Name: "body", Value: map[string]any{"payment": id}}} }
+func body(id string) []idem.Part {
+	return []idem.Part{{Name: "body", Value: map[string]any{"payment": id}}}
+}
 
 // created is a business function's answer: 201 with a JSON body and a few headers.
 func created(n int) *idem.Response {
