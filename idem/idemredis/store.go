@@ -272,3 +272,17 @@ func (s *Store) rejection(p *idem.Policy, err error) *idem.Response {
 	}
 	return s.reject(p, idem.OutcomeRejected, http.StatusBadRequest, detail, 0)
 }
+
+// RequestErrorHandler answers a request the generated server could not decode, or that
+// failed validation, with 400 (413 over the body limit) rendered like the store's
+// rejections: [idem.Store.RequestErrorHandler] for a service whose marked operations all
+// keep their keys in Redis. Such a request claims no key.
+func (s *Store) RequestErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	status := http.StatusBadRequest
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) || errors.Is(err, idem.ErrBodyTooLarge) {
+		status = http.StatusRequestEntityTooLarge
+	}
+	detail := strings.TrimPrefix(err.Error(), "idem: ")
+	_ = s.problem(idem.OutcomeRejected, idem.Problem{Status: status, Detail: detail}, 0).WriteTo(w)
+}
