@@ -33,7 +33,6 @@ func Binary() (string, error) {
 
 // Server is one redis-server process listening on 127.0.0.1.
 type Server struct {
-	t    testing.TB
 	bin  string
 	dir  string
 	port int
@@ -50,20 +49,33 @@ type Server struct {
 // under CI=true it fails t instead.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
-	bin, err := Binary()
-	if err != nil {
+	if _, err := Binary(); err != nil {
 		msg := "redistest: no redis-server (apt-get install redis-server, or set REDIS_SERVER)"
 		if os.Getenv("CI") == "true" {
 			t.Fatal(msg)
 		}
 		t.Skip(msg)
 	}
-	s := &Server{t: t, bin: bin, dir: t.TempDir(), args: args}
-	if err := s.start(0); err != nil {
+	s, err := Launch(t.TempDir(), args...)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.stop)
+	t.Cleanup(s.Kill)
 	return s
+}
+
+// Launch starts a redis-server outside a test (a demo, a benchmark's setup), in dir (its
+// working directory), with the extra args; the caller stops it with Kill.
+func Launch(dir string, args ...string) (*Server, error) {
+	bin, err := Binary()
+	if err != nil {
+		return nil, fmt.Errorf("redistest: no redis-server (apt-get install redis-server, or set REDIS_SERVER): %w", err)
+	}
+	s := &Server{bin: bin, dir: dir, args: args}
+	if err := s.start(0); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Addr is the server's host:port.
@@ -72,7 +84,6 @@ func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.It
 // Kill stops the server with SIGKILL and waits for it to exit: a crash, every key lost
 // (the server keeps none on disk).
 func (s *Server) Kill() {
-	s.t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.proc == nil {
@@ -84,16 +95,11 @@ func (s *Server) Kill() {
 }
 
 // Restart starts the server again on its port after Kill, empty, and waits until it
-// answers.
+// answers. It panics when the server cannot start (a test's failure: the port was taken).
 func (s *Server) Restart() {
-	s.t.Helper()
 	if err := s.start(s.port); err != nil {
-		s.t.Fatal(err)
+		panic(err)
 	}
-}
-
-func (s *Server) stop() {
-	s.Kill()
 }
 
 // start runs redis-server on port (0: a free one, retried when another process takes
