@@ -37,6 +37,7 @@ import (
 	"github.com/idemgen/idemgen/examples/payments/api"
 	"github.com/idemgen/idemgen/examples/payments/db"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemredis"
 	"github.com/idemgen/idemgen/idem/idemvalidate"
 )
 
@@ -67,6 +68,9 @@ type Options struct {
 	Observer idem.Observer
 	// ClaimPool, when set, runs the protocol's claims (idem.WithClaimPool).
 	ClaimPool *pgxpool.Pool
+	// Redis is the idempotency store of the operations marked store: redis (starPayment).
+	// Without one they answer 503 and the others run as usual.
+	Redis *idemredis.Store
 }
 
 // Setup applies the schemas the service needs: idem's idempotency_keys table and the
@@ -96,7 +100,11 @@ func New(pool *pgxpool.Pool, opts Options) http.Handler {
 			opts.Logf("%s %s: %v", r.Method, r.URL.Path, err)
 		})
 	}
-	strict := api.NewStrictHandlerWithOptions(api.NewIdempotentStrictServer(impl, store), nil,
+	var srv api.StrictServerInterface = api.NewIdempotentStrictServer(impl, store, opts.Redis)
+	if opts.Redis == nil {
+		srv = withoutRedis{srv}
+	}
+	strict := api.NewStrictHandlerWithOptions(srv, nil,
 		api.StrictHTTPServerOptions{
 			RequestErrorHandlerFunc:  store.RequestErrorHandler, // 400 (413) in the protocol's rejection shape
 			ResponseErrorHandlerFunc: responseError,
