@@ -81,6 +81,17 @@ func Launch(dir string, args ...string) (*Server, error) {
 // Addr is the server's host:port.
 func (s *Server) Addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port)) }
 
+// Pid is the server process's id (0 while it is stopped): for a benchmark that reads
+// its CPU time from /proc.
+func (s *Server) Pid() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.Pid
+}
+
 // Kill stops the server with SIGKILL and waits for it to exit: a crash, every key lost
 // (the server keeps none on disk).
 func (s *Server) Kill() {
