@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
@@ -21,6 +22,15 @@ import (
 // complete the key: a lost completion can make a retry count the star again, never
 // replay a star that was not counted.
 func (s *server) StarPayment(ctx context.Context, req api.StarPaymentRequestObject) (api.StarPaymentResponseObject, error) {
+	if s.starDelay > 0 {
+		t := time.NewTimer(s.starDelay)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("star payment: %w", context.Cause(ctx))
+		}
+	}
 	row, err := db.New(s.pool).StarPayment(ctx, db.StarPaymentParams{ID: req.Id, AccountID: mustAccount(ctx)})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return api.StarPayment404ApplicationProblemPlusJSONResponse{NotFoundApplicationProblemPlusJSONResponse: notFound(req.Id)}, nil

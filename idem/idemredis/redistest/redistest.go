@@ -17,7 +17,9 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"runtime"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -154,7 +156,21 @@ func (s *Server) startOn(port int) error {
 		return err
 	}
 	cmd.Stderr = cmd.Stdout
-	if err := cmd.Start(); err != nil {
+	// The server dies with the process that started it (a test binary or a demo killed
+	// with SIGKILL leaves no redis-server behind). The parent-death signal fires when the
+	// thread that started the child exits, so that thread waits for the child.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	started, exited := make(chan error, 1), make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited <- cmd.Wait()
+	}()
+	if err := <-started; err != nil {
 		return fmt.Errorf("redistest: start %s: %w", s.bin, err)
 	}
 	var (
@@ -169,8 +185,6 @@ func (s *Server) startOn(port int) error {
 			logMu.Unlock()
 		}
 	}()
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if ping(port) {

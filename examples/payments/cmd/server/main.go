@@ -46,7 +46,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8080", "`HOST:PORT` to listen on (port 0 picks a free one)")
-	delay := fs.Duration("delay", 0, "simulated downstream latency inside each POST's business transaction")
+	delay := fs.Duration("delay", 0, "simulated downstream latency inside the business transaction of createPayment and createRefund")
+	starDelay := fs.Duration("star-delay", 0, "simulated latency inside starPayment, before its write")
 	maxBody := fs.Int64("max-body", service.DefaultMaxBodyBytes, "request body limit in `BYTES` (413 beyond)")
 	maxConns := fs.Int("max-conns", 32, "database pool size")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long in-flight requests may run on shutdown")
@@ -104,7 +105,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	srv := &http.Server{
-		Handler:           service.New(d.Pool, service.Options{Delay: *delay, MaxBodyBytes: *maxBody, Logf: logf, ClaimPool: d.ClaimPool, Redis: stars}),
+		Handler:           service.New(d.Pool, service.Options{Delay: *delay, MaxBodyBytes: *maxBody, Logf: logf, ClaimPool: d.ClaimPool, StarDelay: *starDelay, Redis: stars}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          logger,
 	}
