@@ -68,10 +68,11 @@ type Options struct {
 	Observer idem.Observer
 	// ClaimPool, when set, runs the protocol's claims (idem.WithClaimPool).
 	ClaimPool *pgxpool.Pool
-	// StarDelay is simulated latency inside starPayment, before its write (nothing is
-	// counted yet): the window in which a test kills the server mid-business. It
-	// respects the request's context.
-	StarDelay time.Duration
+	// BeforeStar, when set, is called inside starPayment before its write (nothing is
+	// counted yet): simulated latency (the server's -star-delay), or the window in which
+	// a test kills the server or Redis mid-business. An error fails the request (500;
+	// the key is released).
+	BeforeStar func(ctx context.Context) error
 	// Redis is the idempotency store of the operations marked store: redis (starPayment).
 	// Without one they answer 503 and the others run as usual.
 	Redis *idemredis.Store
@@ -96,7 +97,7 @@ func New(pool *pgxpool.Pool, opts Options) http.Handler {
 		storeOpts = append(storeOpts, idem.WithClaimPool(opts.ClaimPool))
 	}
 	store := idem.NewStore(pool, storeOpts...)
-	impl := &server{pool: pool, delay: opts.Delay, downstreamFunc: opts.Downstream, starDelay: opts.StarDelay}
+	impl := &server{pool: pool, delay: opts.Delay, downstreamFunc: opts.Downstream, beforeStar: opts.BeforeStar}
 
 	responseError := idem.ResponseErrorHandler // logs with slog
 	if opts.Logf != nil {
@@ -145,7 +146,7 @@ type server struct {
 	pool           *pgxpool.Pool
 	delay          time.Duration
 	downstreamFunc func(ctx context.Context) error
-	starDelay      time.Duration
+	beforeStar     func(ctx context.Context) error
 }
 
 var _ api.IdempotentServerInterface = (*server)(nil)

@@ -22,13 +22,9 @@ import (
 // complete the key: a lost completion can make a retry count the star again, never
 // replay a star that was not counted.
 func (s *server) StarPayment(ctx context.Context, req api.StarPaymentRequestObject) (api.StarPaymentResponseObject, error) {
-	if s.starDelay > 0 {
-		t := time.NewTimer(s.starDelay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("star payment: %w", context.Cause(ctx))
+	if s.beforeStar != nil {
+		if err := s.beforeStar(ctx); err != nil {
+			return nil, fmt.Errorf("star payment: %w", err)
 		}
 	}
 	row, err := db.New(s.pool).StarPayment(ctx, db.StarPaymentParams{ID: req.Id, AccountID: mustAccount(ctx)})
@@ -64,4 +60,18 @@ func NewRedisStore(ctx context.Context, rdb redis.UniversalClient, observer idem
 		opts = append(opts, idemredis.WithObserver(observer))
 	}
 	return idemredis.New(ctx, rdb, opts...)
+}
+
+// Sleep returns a BeforeStar that waits d (or until the request's context ends).
+func Sleep(d time.Duration) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
 }

@@ -3,7 +3,10 @@ package service_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +19,11 @@ import (
 // starEnv is the service with a Redis store on a throwaway redis-server.
 func starEnv(t *testing.T) (*env, *redistest.Server) {
 	t.Helper()
+	return starEnvWith(t, service.Options{})
+}
+
+func starEnvWith(t *testing.T, opts service.Options) (*env, *redistest.Server) {
+	t.Helper()
 	srv := redistest.Start(t)
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DialTimeout: time.Second})
 	t.Cleanup(func() { rdb.Close() })
@@ -23,7 +31,8 @@ func starEnv(t *testing.T) (*env, *redistest.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return newEnv(t, service.Options{Redis: store}), srv
+	opts.Redis = store
+	return newEnv(t, opts), srv
 }
 
 func (e *env) newPayment(account string) string {
@@ -117,5 +126,64 @@ func TestStarWithoutRedis(t *testing.T) {
 	r := e.do(req{method: "POST", path: "/payments/" + id + "/star", account: "acct_1", key: "s1"})
 	if r.status != http.StatusServiceUnavailable || r.header.Get("Retry-After") != "60" {
 		t.Errorf("%s, want 503 with Retry-After", r)
+	}
+}
+
+// The desync the Redis store accepts, end to end: Redis dies while a star's business runs;
+// the business commits its star in PostgreSQL, its completion is lost, and the client
+// gets the business's answer. Once Redis is back (empty), the retry runs the business
+// again: two stars for one key. The reverse (a star replayed that was never counted)
+// cannot happen: see TestStarFailureIsNotReplayed.
+func TestStarCompletionLostCountsTwice(t *testing.T) {
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	gate := func(ctx context.Context) error {
+		select {
+		case arrived <- struct{}{}:
+			<-release
+		default: // the retry
+		}
+		return nil
+	}
+	e, srv := starEnvWith(t, service.Options{BeforeStar: gate})
+	id := e.newPayment("acct_1")
+	r := req{method: "POST", path: "/payments/" + id + "/star", account: "acct_1", key: "s1"}
+	answer := make(chan response, 1)
+	go func() { answer <- e.do(r) }()
+	<-arrived // claimed in Redis, the business running
+	srv.Kill()
+	close(release)
+	first := <-answer
+	if first.status != http.StatusOK || !strings.Contains(first.body, `"stars":1`) || e.stars(id) != 1 {
+		t.Fatalf("with its completion lost: %s, %d stars; want the business's 200 and 1 star", first, e.stars(id))
+	}
+	srv.Restart()
+	retry := e.do(r)
+	for deadline := time.Now().Add(10 * time.Second); retry.status == http.StatusServiceUnavailable && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond) // the client's pool may answer its last dial error for a moment
+		retry = e.do(r)
+	}
+	if retry.status != http.StatusOK || retry.replayed() || e.stars(id) != 2 {
+		t.Errorf("retry: %s, %d stars; want the business run again (2 stars)", retry, e.stars(id))
+	}
+}
+
+// A star whose business fails is released, never recorded: the retry runs and counts it
+// once; nothing replays a star that was not counted.
+func TestStarFailureIsNotReplayed(t *testing.T) {
+	var failed atomic.Bool
+	fail := func(context.Context) error {
+		if failed.CompareAndSwap(false, true) {
+			return errors.New("the star's business failed")
+		}
+		return nil
+	}
+	e, _ := starEnvWith(t, service.Options{BeforeStar: fail})
+	id := e.newPayment("acct_1")
+	r := req{method: "POST", path: "/payments/" + id + "/star", account: "acct_1", key: "s1"}
+	if first := e.do(r); first.status != http.StatusInternalServerError || e.stars(id) != 0 {
+		t.Fatalf("failed business: %s, %d stars; want 500 and nothing counted", first, e.stars(id))
+	}
+	if retry := e.do(r); retry.status != http.StatusOK || retry.replayed() || e.stars(id) != 1 {
+		t.Errorf("retry: %s, %d stars; want it run (1 star)", retry, e.stars(id))
 	}
 }

@@ -104,8 +104,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		logger.Print(err)
 		return 1
 	}
+	opts := service.Options{Delay: *delay, MaxBodyBytes: *maxBody, Logf: logf, ClaimPool: d.ClaimPool, Redis: stars}
+	if *starDelay > 0 {
+		opts.BeforeStar = service.Sleep(*starDelay)
+	}
 	srv := &http.Server{
-		Handler:           service.New(d.Pool, service.Options{Delay: *delay, MaxBodyBytes: *maxBody, Logf: logf, ClaimPool: d.ClaimPool, StarDelay: *starDelay, Redis: stars}),
+		Handler:           service.New(d.Pool, opts),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          logger,
 	}
