@@ -47,7 +47,8 @@
 //     response (it did run). A key whose lease ran out with no one claiming it since is
 //     completed all the same ([OutcomeLateCompletion]).
 //  5. A business error, a panic, or a response that is not cacheable (5xx by default):
-//     a script deletes the claim if it still carries our token, and a retry runs at once.
+//     a script deletes the claim if it still carries our token, and a retry runs at once
+//     (if Redis fails the release, the claim blocks retries, 409, until its lease ends).
 //
 // All times are the Redis server's: the lease and the retention are TTLs it keeps, and a
 // 409's Retry-After comes from its PTTL. The outcomes (idem.Outcome, plus the ones this

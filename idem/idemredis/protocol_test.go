@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -258,5 +260,64 @@ func TestRedisKeyHashTag(t *testing.T) {
 	}
 	if redisKey("", "ab", "c") == redisKey("", "a", "bc") {
 		t.Error("scope and key boundary is ambiguous")
+	}
+}
+
+// The wait is bounded: a duplicate that waited it out without an answer gets the 409.
+func TestWaitIsBounded(t *testing.T) {
+	e := newEnv(t, nil, WithWait(100*time.Millisecond))
+	ctx := context.Background()
+	var polls atomic.Int32
+	e.store.hookPolled = func() { polls.Add(1) }
+	_, err := e.store.Do(ctx, testPolicy, ptr("k"), body("p"), func(ctx context.Context) (*idem.Response, error) {
+		dup, err := e.store.Do(ctx, testPolicy, ptr("k"), body("p"), func(context.Context) (*idem.Response, error) {
+			t.Error("duplicate ran")
+			return created(2), nil
+		})
+		if err != nil || dup.Status != http.StatusConflict || polls.Load() == 0 {
+			t.Errorf("duplicate after its wait: %+v %v (%d polls); want a 409 after polling", dup, err, polls.Load())
+		}
+		return created(1), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Retry-After never exceeds the policy's timeout: a live owner finishes (or fails) by then.
+func TestRetryAfterClampedToTimeout(t *testing.T) {
+	e := newEnv(t, nil)
+	ctx := context.Background()
+	p := *testPolicy
+	p.Lease, p.Timeout = time.Minute, 2*time.Second
+	_, err := e.store.Do(ctx, &p, ptr("k"), body("p"), func(ctx context.Context) (*idem.Response, error) {
+		dup, _ := e.store.Do(ctx, &p, ptr("k"), body("p"), func(context.Context) (*idem.Response, error) { return created(2), nil })
+		if ra := written(t, dup).Header.Get("Retry-After"); ra != "2" {
+			t.Errorf("Retry-After %q, want 2 (the timeout)", ra)
+		}
+		return created(1), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Reject and RequestErrorHandler render like the store's rejections: a body key that is
+// not a string is a 400, a body over the limit a 413, with the custom renderer.
+func TestRejectAndRequestErrors(t *testing.T) {
+	e := newEnv(t, nil, WithRejectionRenderer(func(p idem.Problem) (string, []byte) {
+		return "application/json", []byte(`{"error":"` + p.Detail + `"}`)
+	}))
+	resp := e.store.Reject(context.Background(), testPolicy, fmt.Errorf("%w: the body's /key is a float64, not a string", idem.ErrInvalidKey))
+	if resp.Status != 400 || resp.Outcome != idem.OutcomeInvalidKey || !strings.Contains(string(resp.Body), "/key is a float64") {
+		t.Errorf("Reject: %d %s %s", resp.Status, resp.Outcome, resp.Body)
+	}
+	rec := httptest.NewRecorder()
+	e.store.RequestErrorHandler(rec, httptest.NewRequest("POST", "/", nil), &http.MaxBytesError{Limit: 10})
+	if rec.Code != 413 || rec.Header().Get("Content-Type") != "application/json" {
+		t.Errorf("RequestErrorHandler: %d %v", rec.Code, rec.Header())
+	}
+	if n := e.seen.get(idem.OutcomeInvalidKey); n != 1 {
+		t.Errorf("%d invalid_key outcomes, want 1", n)
 	}
 }
