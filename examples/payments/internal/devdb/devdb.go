@@ -39,16 +39,14 @@ func RedisAddr(logf func(format string, args ...any)) (addr string, stop func(),
 	if addr := os.Getenv("REDIS_ADDR"); addr != "" {
 		return addr, func() {}, nil
 	}
-	logf("REDIS_ADDR is empty: starting a throwaway redis-server (no persistence, deleted on exit)")
-	dir, err := os.MkdirTemp("", "devdb-redis-")
+	logf("REDIS_ADDR is empty: starting a throwaway redis-server (no persistence, stopped on exit)")
+	// With no persistence the server writes no file: the system's temporary directory is
+	// its working directory, and a process killed with SIGKILL leaves nothing behind (the
+	// server dies with it).
+	srv, err := redistest.Launch(os.TempDir())
 	if err != nil {
-		return "", nil, err
-	}
-	srv, err := redistest.Launch(dir)
-	if err != nil {
-		os.RemoveAll(dir)
 		return "", nil, err
 	}
 	logf("throwaway redis-server ready at %s", srv.Addr())
-	return srv.Addr(), func() { srv.Kill(); os.RemoveAll(dir) }, nil
+	return srv.Addr(), srv.Kill, nil
 }
