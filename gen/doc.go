@@ -115,9 +115,25 @@
 //	  timeout: 5s               # Go duration ≥ 1ms; bound on the business run (default none)
 //	  isolation: serializable   # serializable | repeatable read | read committed |
 //	                            # read uncommitted (default: the database's)
+//	  store: postgres           # postgres (default) | redis: where the keys live (see "Stores")
 //	  fingerprint-headers:      # declared header parameters that are part of the request
 //	    - X-Dry-Run             # the key identifies (default: none; headers such as a
 //	                            # request id differ on every retry)
+//
+// # Stores
+//
+// store: postgres (the default) keeps the key in the business transaction: the key
+// completes if and only if the business committed. store: redis keeps it in Redis
+// (idem/idemredis, a module of its own), for operations whose rare duplicate is
+// acceptable (a like, a star, a toggle): the operation's method takes no idem.Tx (ctx and
+// request only) and must commit its own writes before it returns; a lost completion
+// (Redis down or restarted, a failover, an eviction, the lease running out during the
+// business) lets a retry run the business again. Its policy comment says so in capitals.
+// isolation on a store: redis marker is an error (a document default isolation applies to
+// the PostgreSQL operations only). A spec with operations on Redis gets
+// NewIdempotentStrictServer(impl, store *idem.Store, redis *idemredis.Store), or
+// NewIdempotentStrictServer(impl, store *idemredis.Store) when every marked operation is
+// on Redis. Money → PostgreSQL.
 //
 // At the document root, x-idempotent-defaults takes the same fields and supplies each one
 // a marker leaves out. Precedence: marker, then x-idempotent-defaults, then the built-in

@@ -51,6 +51,7 @@ func FuzzMarker(f *testing.F) {
 		"{lease: 5}", "{required: yes}", "{isolation: 'Repeatable   Read'}", "{isolation: snapshot}", "{unknown: 1}",
 		"\n        lease: 5s\n        timeout: 1s", "\n        - a\n        - b", "&a {lease: 1s}", "*a",
 		"{lease: !!binary aGVsbG8=}", "{? [a, b] : c}", "{lease: 1h, lease: 2h}", "!!map {}", "'\x00'",
+		"{store: redis}", "{store: PostgreSQL}", "{store: redis, isolation: serializable}", "{store: mongo}", "{store: 1}",
 	} {
 		f.Add(s)
 	}

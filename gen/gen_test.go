@@ -47,7 +47,13 @@ var goldenCases = []string{
 	"chiexternal",  // routers.yaml with -base=external beside oapi-codegen's own chi strict server
 	"echoexternal", // the same for echo
 	"ginexternal",  // the same for gin
+	"redisstore",   // store: redis beside PostgreSQL operations (idem/idemredis compiles it: not a dependency of this module)
+	"redisonly",    // store: redis as the document default, every POST marked
 }
+
+// goldenRedis are the cases whose generated code imports idem/idemredis, a module of its
+// own: idem/idemredis's TestGeneratedCodeCompiles compiles them.
+var goldenRedis = map[string]bool{"redisstore": true, "redisonly": true}
 
 // routersSpec is the spec of the router cases.
 const routersSpec = "testdata/golden/routers.yaml"
@@ -216,7 +222,8 @@ func names(files []gen.File) []string {
 
 // TestCompile builds every golden package with the go command (go vet: type-checked and
 // vetted), except the router cases: chi, echo and gin are no dependencies of this module,
-// and gen/internal/e2e (a module of its own) compiles and serves those. The real specs are
+// and gen/internal/e2e (a module of its own) compiles and serves those; and the Redis
+// cases, compiled by idem/idemredis (also a module of its own). The real specs are
 // compiled by gen/internal/corpus.
 func TestCompile(t *testing.T) {
 	if testing.Short() {
@@ -228,6 +235,9 @@ func TestCompile(t *testing.T) {
 			continue
 		}
 		if _, ok := goldenExternal[c]; ok {
+			continue
+		}
+		if goldenRedis[c] {
 			continue
 		}
 		pkgs = append(pkgs, "./testdata/golden/"+c)
@@ -242,18 +252,22 @@ func TestCompile(t *testing.T) {
 // TestErrors: each broken spec gives exactly these located errors.
 func TestErrors(t *testing.T) {
 	for _, c := range []struct{ file, want string }{
-		{"unknown-field.yaml", `testdata/errors/unknown-field.yaml:8:9: x-idempotent.leese: unknown field, did you mean lease? (want one of header, body, required, lease, retention, timeout, isolation, fingerprint-headers)`},
+		{"unknown-field.yaml", `testdata/errors/unknown-field.yaml:8:9: x-idempotent.leese: unknown field, did you mean lease? (want one of header, body, required, lease, retention, timeout, isolation, store, fingerprint-headers)`},
 		// A mistyped field names the closest one (edit distance, case ignored); a field
 		// close to none names none.
 		{"field-typos.yaml", strings.Join([]string{
-			`testdata/errors/field-typos.yaml:4:3: x-idempotent-defaults.method: unknown field, did you mean methods? (want one of header, body, required, lease, retention, timeout, isolation, fingerprint-headers, methods)`,
-			`testdata/errors/field-typos.yaml:10:9: x-idempotent.isolaton: unknown field, did you mean isolation? (want one of header, body, required, lease, retention, timeout, isolation, fingerprint-headers)`,
-			`testdata/errors/field-typos.yaml:11:9: x-idempotent.Lease: unknown field, did you mean lease? (want one of header, body, required, lease, retention, timeout, isolation, fingerprint-headers)`,
-			`testdata/errors/field-typos.yaml:12:9: x-idempotent.fingerprint_headers: unknown field, did you mean fingerprint-headers? (want one of header, body, required, lease, retention, timeout, isolation, fingerprint-headers)`,
-			`testdata/errors/field-typos.yaml:13:9: x-idempotent.colour: unknown field (want one of header, body, required, lease, retention, timeout, isolation, fingerprint-headers)`,
+			`testdata/errors/field-typos.yaml:4:3: x-idempotent-defaults.method: unknown field, did you mean methods? (want one of header, body, required, lease, retention, timeout, isolation, store, fingerprint-headers, methods)`,
+			`testdata/errors/field-typos.yaml:10:9: x-idempotent.isolaton: unknown field, did you mean isolation? (want one of header, body, required, lease, retention, timeout, isolation, store, fingerprint-headers)`,
+			`testdata/errors/field-typos.yaml:11:9: x-idempotent.Lease: unknown field, did you mean lease? (want one of header, body, required, lease, retention, timeout, isolation, store, fingerprint-headers)`,
+			`testdata/errors/field-typos.yaml:12:9: x-idempotent.fingerprint_headers: unknown field, did you mean fingerprint-headers? (want one of header, body, required, lease, retention, timeout, isolation, store, fingerprint-headers)`,
+			`testdata/errors/field-typos.yaml:13:9: x-idempotent.colour: unknown field (want one of header, body, required, lease, retention, timeout, isolation, store, fingerprint-headers)`,
 		}, "\n")},
 		{"bad-duration.yaml", `testdata/errors/bad-duration.yaml:8:16: x-idempotent.lease: "5 minutes" is not a duration (want e.g. "30s", "5m", "24h")`},
 		{"lease-zero.yaml", `testdata/errors/lease-zero.yaml:8:16: x-idempotent.lease: "0s" must be positive`},
+		{"store.yaml", strings.Join([]string{
+			`testdata/errors/store.yaml:8:16: x-idempotent.store: "memcached" is not a store (want "postgres", the default: the key commits with the business; or "redis", for operations whose rare duplicate is acceptable)`,
+			`testdata/errors/store.yaml:16:20: x-idempotent.isolation: POST /follows keeps its keys in Redis (store: redis): its business gets no transaction, so no isolation level; drop one of them`,
+		}, "\n")},
 		{"lease-submillisecond.yaml", `testdata/errors/lease-submillisecond.yaml:8:16: x-idempotent.lease: "500us" is shorter than the 1ms minimum`},
 		{"body-several-types.yaml", `testdata/errors/body-several-types.yaml:8:15: x-idempotent.body: POST /orders accepts several request content types (application/json, application/x-www-form-urlencoded); a key in the body is read from one JSON body only: accept only that one, or take the key from a header`},
 		{"field-twice.yaml", `testdata/errors/field-twice.yaml:9:9: duplicate key "lease" (first at 8:9)`},
@@ -327,7 +341,7 @@ func TestErrors(t *testing.T) {
 			`testdata/errors/many.yaml:4:10: x-idempotent-defaults.lease: "10 seconds" is not a duration (want e.g. "30s", "5m", "24h")`,
 			`testdata/errors/many.yaml:6:3: path /orders/{id}: POST /orders/{id} does not declare the template parameter "id" (a parameter with in: path)`,
 			`testdata/errors/many.yaml:10:20: x-idempotent.retention: "forever" is not a duration (want e.g. "30s", "5m", "24h")`,
-			`testdata/errors/many.yaml:11:9: x-idempotent.colour: unknown field (want one of header, body, required, lease, retention, timeout, isolation, fingerprint-headers)`,
+			`testdata/errors/many.yaml:11:9: x-idempotent.colour: unknown field (want one of header, body, required, lease, retention, timeout, isolation, store, fingerprint-headers)`,
 			`testdata/errors/many.yaml:14:9: duplicate key "201" (first at 13:9)`,
 			`testdata/errors/many.yaml:18:28: $ref "#/components/schemas/Order" does not resolve: nothing at that path in this document`,
 		}, "\n")},

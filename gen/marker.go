@@ -35,10 +35,12 @@ type marker struct {
 	required                  field[bool]
 	lease, retention, timeout field[time.Duration]
 	isolation                 field[string]
+	store                     field[string] // "postgres" or "redis"
 	fingerprintHeaders        field[[]named]
 	methods                   field[[]string] // x-idempotent-defaults only: mark every operation of these methods
 	pos                       Pos             // of the marker's key, or of the operation's method when marked by methods
 	byMethod                  bool            // marked by x-idempotent-defaults.methods, not by its own marker
+	ownIsolation              bool            // the isolation is the operation's own, not a document default
 	failed                    bool            // some field is in error (reported)
 }
 
@@ -79,8 +81,12 @@ func (m marker) over(d marker) marker {
 	if !m.timeout.given() {
 		m.timeout = d.timeout
 	}
+	m.ownIsolation = m.isolation.given()
 	if !m.isolation.given() {
 		m.isolation = d.isolation
+	}
+	if !m.store.given() {
+		m.store = d.store
 	}
 	if !m.fingerprintHeaders.given() {
 		m.fingerprintHeaders = d.fingerprintHeaders
@@ -106,6 +112,8 @@ func (m *marker) fail(name string) {
 		m.timeout.bad = true
 	case "isolation":
 		m.isolation.bad = true
+	case "store":
+		m.store.bad = true
 	case "fingerprint-headers":
 		m.fingerprintHeaders.bad = true
 	case "methods":
@@ -113,7 +121,15 @@ func (m *marker) fail(name string) {
 	}
 }
 
-var markerFields = []string{"header", "body", "required", "lease", "retention", "timeout", "isolation", "fingerprint-headers"}
+var markerFields = []string{"header", "body", "required", "lease", "retention", "timeout", "isolation", "store", "fingerprint-headers"}
+
+// Stores a marker may name (x-idempotent.store): where the operation's idempotency keys
+// live. PostgreSQL, the default, keeps a key in the business transaction; Redis keeps it
+// apart (idem/idemredis), for operations whose rare duplicate is acceptable.
+const (
+	storePostgres = "postgres"
+	storeRedis    = "redis"
+)
 
 // markableMethods are the methods x-idempotent-defaults.methods may name: the ones that
 // change state. GET, HEAD, OPTIONS and TRACE are safe, idempotent by definition.
@@ -221,6 +237,21 @@ func (s *source) parseField(m *marker, k, v *yaml.Node, name string, allowBool b
 			return false
 		}
 		m.isolation.put(lvl, p)
+		return true
+	case "store":
+		str, good := s.str(v, fname, errs)
+		if !good {
+			return false
+		}
+		switch strings.ToLower(str) {
+		case "postgres", "postgresql":
+			m.store.put(storePostgres, p)
+		case "redis":
+			m.store.put(storeRedis, p)
+		default:
+			errs.add(p, "%s: %q is not a store (want \"postgres\", the default: the key commits with the business; or \"redis\", for operations whose rare duplicate is acceptable)", fname, str)
+			return false
+		}
 		return true
 	case "fingerprint-headers":
 		list, good := s.headerList(v, fname, errs)

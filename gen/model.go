@@ -44,6 +44,9 @@ type operation struct {
 	Retention time.Duration
 	Timeout   time.Duration // zero: none
 	Isolation string        // "" (database default), "serializable", ...
+	// Store is where the keys live: storePostgres (in the business transaction) or
+	// storeRedis (idem/idemredis: no transaction, a weaker guarantee).
+	Store string
 
 	// FingerprintHeaders are the declared header parameters (spec spelling) that are part
 	// of the fingerprint; OtherHeaders the declared ones that are not (the key excluded).
@@ -122,6 +125,10 @@ func (s *source) buildOperation(om opMarker, item *openapi3.PathItem, op *openap
 		Required:  mk.required.v,
 		Timeout:   mk.timeout.v,
 		Isolation: mk.isolation.v,
+		Store:     storePostgres,
+	}
+	if mk.store.set {
+		o.Store = mk.store.v
 	}
 	if o.Name == "" {
 		o.Name = o.Method + " " + o.Path
@@ -135,6 +142,12 @@ func (s *source) buildOperation(om opMarker, item *openapi3.PathItem, op *openap
 	// Every check runs, so that all errors of the marker come at once; a check that needs
 	// a field given in error (already reported) is left out.
 	n0 := len(*errs)
+	if o.Store == storeRedis && !mk.isolation.bad {
+		if mk.isolation.set && mk.ownIsolation {
+			errs.add(mk.isolation.pos, "%s.isolation: %s %s keeps its keys in Redis (store: redis): its business gets no transaction, so no isolation level; drop one of them", MarkerExt, strings.ToUpper(om.method), om.path)
+		}
+		o.Isolation = "" // a document default isolation is for the PostgreSQL operations
+	}
 	if o.Retention < o.Lease && !mk.lease.bad && !mk.retention.bad {
 		at := mk.retention.pos
 		if !mk.retention.set {

@@ -23,6 +23,8 @@ type layer struct {
 	Ops      []*layerOp
 	Marked   bool // some operation is marked
 	Unmarked bool // some operation is not
+	Postgres bool // some marked operation keeps its keys in PostgreSQL (the server takes an *idem.Store)
+	Redis    bool // some marked operation keeps its keys in Redis (the server takes an *idemredis.Store)
 	Skipped  []skippedOp
 }
 
@@ -40,6 +42,8 @@ type policy struct {
 	Comment   []string // the policy in words, for reviewers
 	Op        *operation
 	Isolation string // pgx constant, "" for the database default
+	Redis     bool   // the keys live in Redis (idem/idemredis): no transaction
+	Store     string // the server's field of the operation's store: "store" or "redis"
 	Key       keyField
 	Parts     []part
 	Buffers   []buffer // bodies read into memory before the protocol runs
@@ -116,6 +120,11 @@ func buildLayer(opts Options, m *model, defs []codegen.OperationDefinition) (*la
 		seen[o] = true
 		l.Marked = true
 		lo.Policy = buildPolicy(def, o, &errs)
+		if lo.Policy.Redis {
+			l.Redis = true
+		} else {
+			l.Postgres = true
+		}
 	}
 	for _, o := range m.Ops {
 		if !seen[o] {
@@ -129,7 +138,10 @@ func buildLayer(opts Options, m *model, defs []codegen.OperationDefinition) (*la
 }
 
 func buildPolicy(def *codegen.OperationDefinition, o *operation, errs *ErrorList) *policy {
-	p := &policy{Var: lowerFirst(def.OperationId) + "Policy", Op: o}
+	p := &policy{Var: lowerFirst(def.OperationId) + "Policy", Op: o, Redis: o.Store == storeRedis, Store: "store"}
+	if p.Redis {
+		p.Store = "redis"
+	}
 	if o.Isolation != "" {
 		p.Isolation = isolationLevels[o.Isolation]
 	}
@@ -220,6 +232,9 @@ func policyComment(v string, o *operation) []string {
 	if o.Isolation != "" {
 		iso = o.Isolation + " isolation"
 	}
+	if o.Store == storeRedis {
+		iso = "no transaction (store: redis)"
+	}
 	how := ""
 	if o.ByMethod {
 		how = ", marked by " + DefaultsExt + ".methods"
@@ -228,6 +243,9 @@ func policyComment(v string, o *operation) []string {
 		fmt.Sprintf("%s is the idempotency policy of %s (%s %s%s):", v, o.Name, o.Method, o.Path, how),
 		fmt.Sprintf("key from %s, %s%s;", src, req, keyConstraints(o.Key.Schema)),
 		fmt.Sprintf("lease %s, retention %s, %s, %s.", humanDuration(o.Lease), humanDuration(o.Retention), timeout, iso),
+	}
+	if o.Store == storeRedis {
+		lines = append(lines, redisWarning...)
 	}
 	if len(o.FingerprintHeaders) > 0 {
 		lines = append(lines, fmt.Sprintf("Headers in the fingerprint: %s.", strings.Join(o.FingerprintHeaders, ", ")))
@@ -242,6 +260,15 @@ func policyComment(v string, o *operation) []string {
 		lines = append(lines, fmt.Sprintf("The spec declares its own %s response(s): render the protocol's rejections in its shape with idem.WithRejectionRenderer (and store.RequestErrorHandler).", strings.Join(o.OwnErrors, ", ")))
 	}
 	return lines
+}
+
+// redisWarning is the policy comment's statement of the Redis store's weaker guarantee.
+var redisWarning = []string{
+	"STORE: REDIS. A WEAKER GUARANTEE THAN THE POSTGRESQL STORE: the key is NOT in the business's",
+	"transaction. The business runs, and must commit its own writes, before the key completes;",
+	"when that completion is lost (Redis down or restarted empty, a failover, an eviction, the",
+	"lease running out during the business), a retry with the same key RUNS THE BUSINESS AGAIN.",
+	"Only for operations whose duplicate is harmless (a like, a star, a toggle); never for money.",
 }
 
 func keyConstraints(k keySchema) string {

@@ -12,12 +12,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/examples/payments"
 	"github.com/idemgen/idemgen/examples/payments/api"
 	"github.com/idemgen/idemgen/examples/payments/db"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemprom"
+	"github.com/idemgen/idemgen/idem/idemredis"
 	"github.com/idemgen/idemgen/idem/idemvalidate"
 )
 
@@ -43,6 +45,19 @@ func (s *Payments) CreatePayment(ctx context.Context, tx idem.Tx, req api.Create
 // GetPayment is not marked x-idempotent: it keeps oapi-codegen's strict signature.
 func (s *Payments) GetPayment(ctx context.Context, req api.GetPaymentRequestObject) (api.GetPaymentResponseObject, error) {
 	return nil, errors.New("not in this example: see service/service.go")
+}
+
+// StarPayment is marked x-idempotent with store: redis, so it gets no transaction: its
+// key lives in Redis. Its write commits on its own before it returns, and only then is
+// the key completed: a lost completion can count a star twice, never replay one that
+// was not counted.
+func (s *Payments) StarPayment(ctx context.Context, req api.StarPaymentRequestObject) (api.StarPaymentResponseObject, error) {
+	key, _ := idem.KeyFromContext(ctx)
+	row, err := db.New(s.pool).StarPayment(ctx, db.StarPaymentParams{ID: req.Id, AccountID: key.Scope})
+	if err != nil {
+		return nil, err // nothing counted; the key is released, so a retry runs again
+	}
+	return api.StarPayment200JSONResponse{PaymentId: row.PaymentID, Stars: row.Stars}, nil
 }
 
 // CreateRefund is marked x-idempotent.
@@ -76,17 +91,24 @@ func accountScope(ctx context.Context) (string, error) {
 }
 
 // handler wires the generated API: requests validated against the spec, the store with
-// its scope, metrics and purger, and the handlers with the store's error handler for the
-// requests (the protocol's rejection shape) and idem's for the responses.
-func handler(ctx context.Context, pool *pgxpool.Pool, reg prometheus.Registerer) http.Handler {
+// its scope, metrics and purger, the Redis store of the operations marked store: redis,
+// and the handlers with the store's error handler for the requests (the protocol's
+// rejection shape) and idem's for the responses.
+func handler(ctx context.Context, pool *pgxpool.Pool, rdb redis.UniversalClient, reg prometheus.Registerer) http.Handler {
 	outcomes := idemprom.NewOutcomes()
 	store := idem.NewStore(pool, idem.WithScope(accountScope), idem.WithObserver(outcomes.Observe))
 	reg.MustRegister(outcomes, idemprom.NewStoreCollector(store, time.Hour))
 	go idem.NewPurger(store, 10*time.Minute, 1000, nil).Run(ctx) // logs with slog
+	// starPayment (a rare duplicate star is acceptable) keeps its keys in Redis, with the
+	// same scope and metrics; New refuses a server whose maxmemory-policy may evict them.
+	stars, err := idemredis.New(ctx, rdb, idemredis.WithScope(accountScope), idemredis.WithObserver(outcomes.Observe))
+	if err != nil {
+		log.Fatal(err)
+	}
 
 	// store.RequestErrorHandler answers undecodable and invalid requests (400, 413) in the
 	// same shape as the protocol's own rejections (problem+json, or WithRejectionRenderer's).
-	strict := api.NewStrictHandlerWithOptions(api.NewIdempotentStrictServer(&Payments{pool: pool}, store), nil,
+	strict := api.NewStrictHandlerWithOptions(api.NewIdempotentStrictServer(&Payments{pool: pool}, store, stars), nil,
 		api.StrictHTTPServerOptions{
 			RequestErrorHandlerFunc:  store.RequestErrorHandler,
 			ResponseErrorHandlerFunc: idem.ResponseErrorHandler, // 500 problem; logs the error with slog
@@ -120,7 +142,8 @@ func Example_server() {
 		log.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/", handler(ctx, pool, prometheus.DefaultRegisterer))
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
+	mux.Handle("/", handler(ctx, pool, rdb, prometheus.DefaultRegisterer))
 	mux.Handle("GET /metrics", promhttp.Handler())
 	log.Fatal(http.ListenAndServe(":8080", mux))
 }

@@ -10,9 +10,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/examples/payments/db"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemredis/redistest"
 	"github.com/idemgen/idemgen/internal/pgtest"
 )
 
@@ -31,7 +33,9 @@ func TestWiring(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	srv := httptest.NewServer(handler(ctx, pool, reg))
+	rdb := redis.NewClient(&redis.Options{Addr: redistest.Start(t).Addr()})
+	defer rdb.Close()
+	srv := httptest.NewServer(handler(ctx, pool, rdb, reg))
 	defer srv.Close()
 
 	post := func(account string) (status int, replayed, body string) {
@@ -60,6 +64,24 @@ func TestWiring(t *testing.T) {
 	}
 	if status, _, _ := post(""); status != http.StatusUnauthorized {
 		t.Fatalf("no account: %d, want 401", status)
+	}
+	var id string
+	if err := pool.QueryRow(ctx, `SELECT id FROM payments`).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"", "true"} { // counted, then replayed
+		req, _ := http.NewRequest("POST", srv.URL+"/payments/"+id+"/star", nil)
+		req.Header.Set("Idempotency-Key", "star-1")
+		req.Header.Set("X-Account-ID", "acct_1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Idempotent-Replayed") != want || !strings.Contains(string(b), `"stars":1`) {
+			t.Fatalf("star: %d, replayed %q, %s; want 200 with one star", resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), b)
+		}
 	}
 	var payments int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM payments`).Scan(&payments); err != nil || payments != 1 {

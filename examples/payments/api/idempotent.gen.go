@@ -9,12 +9,15 @@ import (
 	"time"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemredis"
 )
 
 // IdempotentServerInterface is what the service implements: StrictServerInterface, except
 // that each operation marked x-idempotent also gets the transaction of its idempotency key.
 // Business writes go through tx (e.g. db.New(tx) with sqlc); they commit together with the
 // key's recorded response, or not at all. The key is in idem.KeyFromContext(ctx).
+// An operation marked store: redis gets no transaction: its key lives in Redis, apart from
+// the business, which must commit its own writes before it returns (see its policy).
 type IdempotentServerInterface interface {
 	// CreatePayment (POST /payments) runs inside the idempotency protocol, see createPaymentPolicy.
 	CreatePayment(ctx context.Context, tx idem.Tx, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error)
@@ -22,6 +25,9 @@ type IdempotentServerInterface interface {
 	GetPayment(ctx context.Context, request GetPaymentRequestObject) (GetPaymentResponseObject, error)
 	// CreateRefund (POST /payments/{id}/refunds) runs inside the idempotency protocol, see createRefundPolicy.
 	CreateRefund(ctx context.Context, tx idem.Tx, request CreateRefundRequestObject) (CreateRefundResponseObject, error)
+	// StarPayment (POST /payments/{id}/star) runs under the Redis idempotency store, with NO
+	// transaction: a lost completion runs it again on a retry, see starPaymentPolicy.
+	StarPayment(ctx context.Context, request StarPaymentRequestObject) (StarPaymentResponseObject, error)
 }
 
 // createPaymentPolicy is the idempotency policy of createPayment (POST /payments):
@@ -48,8 +54,26 @@ var createRefundPolicy = idem.MustPolicy(idem.Policy{
 	Timeout:     10 * time.Second,
 })
 
+// starPaymentPolicy is the idempotency policy of starPayment (POST /payments/{id}/star):
+// key from header Idempotency-Key, required;
+// lease 5s, retention 1h, timeout 10s, no transaction (store: redis).
+// STORE: REDIS. A WEAKER GUARANTEE THAN THE POSTGRESQL STORE: the key is NOT in the business's
+// transaction. The business runs, and must commit its own writes, before the key completes;
+// when that completion is lost (Redis down or restarted empty, a failover, an eviction, the
+// lease running out during the business), a retry with the same key RUNS THE BUSINESS AGAIN.
+// Only for operations whose duplicate is harmless (a like, a star, a toggle); never for money.
+var starPaymentPolicy = idem.MustPolicy(idem.Policy{
+	Operation:   "starPayment",
+	KeySource:   "header Idempotency-Key",
+	KeyRequired: true,
+	Lease:       5 * time.Second,
+	Retention:   time.Hour,
+	Timeout:     10 * time.Second,
+})
+
 // NewIdempotentStrictServer returns the StrictServerInterface that runs impl's marked
-// operations through store's idempotency protocol and passes the others through.
+// operations through the idempotency protocol, those marked store: redis with redis
+// (idemredis.New) and the others with store, and passes the unmarked ones through.
 //
 // Give the server store.RequestErrorHandler for the requests it cannot decode, and
 // idemvalidate.Middleware with it for the ones the spec does not allow: both are then
@@ -59,18 +83,19 @@ var createRefundPolicy = idem.MustPolicy(idem.Policy{
 //
 // Wire it as usual, after validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler):
 //
-//	strict := NewStrictHandlerWithOptions(NewIdempotentStrictServer(impl, store), nil, StrictHTTPServerOptions{
+//	strict := NewStrictHandlerWithOptions(NewIdempotentStrictServer(impl, store, redis), nil, StrictHTTPServerOptions{
 //		RequestErrorHandlerFunc:  store.RequestErrorHandler,
 //		ResponseErrorHandlerFunc: idem.ResponseErrorHandler,
 //	})
 //	h := validate(HandlerWithOptions(strict, StdHTTPServerOptions{ErrorHandlerFunc: store.RequestErrorHandler}))
-func NewIdempotentStrictServer(impl IdempotentServerInterface, store *idem.Store) StrictServerInterface {
-	return &idempotentServer{impl: impl, store: store}
+func NewIdempotentStrictServer(impl IdempotentServerInterface, store *idem.Store, redis *idemredis.Store) StrictServerInterface {
+	return &idempotentServer{impl: impl, store: store, redis: redis}
 }
 
 type idempotentServer struct {
 	impl  IdempotentServerInterface
 	store *idem.Store
+	redis *idemredis.Store
 }
 
 // CreatePayment runs impl.CreatePayment under createPaymentPolicy.
@@ -114,6 +139,24 @@ func (s *idempotentServer) CreateRefund(ctx context.Context, request CreateRefun
 	return idemResponse{resp}, nil
 }
 
+// StarPayment runs impl.StarPayment under starPaymentPolicy.
+func (s *idempotentServer) StarPayment(ctx context.Context, request StarPaymentRequestObject) (StarPaymentResponseObject, error) {
+	parts := []idem.Part{
+		{Name: "path id", Value: request.Id},
+	}
+	resp, err := s.redis.Do(ctx, starPaymentPolicy, request.Params.IdempotencyKey, parts, func(ctx context.Context) (*idem.Response, error) {
+		out, err := s.impl.StarPayment(ctx, request)
+		if err != nil || out == nil {
+			return nil, err // with out == nil and no error, Store.Do fails the call
+		}
+		return s.redis.Record(out.VisitStarPaymentResponse) // at most idem.DefaultMaxResponseBytes
+	})
+	if err != nil {
+		return nil, err
+	}
+	return idemResponse{resp}, nil
+}
+
 // idemResponse is the answer the protocol decided for a marked operation: the handler's own
 // response (recorded), a replay of the stored one (Idempotent-Replayed: true), or a
 // rejection (400, 409, 413, 422; problem+json unless the store renders them otherwise).
@@ -121,3 +164,4 @@ type idemResponse struct{ r *idem.Response }
 
 func (r idemResponse) VisitCreatePaymentResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }
 func (r idemResponse) VisitCreateRefundResponse(w http.ResponseWriter) error  { return r.r.WriteTo(w) }
+func (r idemResponse) VisitStarPaymentResponse(w http.ResponseWriter) error   { return r.r.WriteTo(w) }

@@ -84,6 +84,14 @@ type Refund struct {
 	PaymentId string    `json:"payment_id"`
 }
 
+// Stars defines model for Stars.
+type Stars struct {
+	PaymentId string `json:"payment_id"`
+
+	// Stars The stars counted so far.
+	Stars int64 `json:"stars"`
+}
+
 // PaymentID defines model for PaymentID.
 type PaymentID = string
 
@@ -114,6 +122,12 @@ type CreateRefundParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// StarPaymentParams defines parameters for StarPayment.
+type StarPaymentParams struct {
+	// IdempotencyKey 1 to 255 printable ASCII characters; unique per request, reused on retries.
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // CreatePaymentJSONRequestBody defines body for CreatePayment for application/json ContentType.
 type CreatePaymentJSONRequestBody = NewPayment
 
@@ -131,6 +145,9 @@ type ServerInterface interface {
 	// CreateRefund Refund part or all of what remains of a payment.
 	// (POST /payments/{id}/refunds)
 	CreateRefund(w http.ResponseWriter, r *http.Request, id PaymentID, params CreateRefundParams)
+	// StarPayment Star a payment (a like-style counter).
+	// (POST /payments/{id}/star)
+	StarPayment(w http.ResponseWriter, r *http.Request, id PaymentID, params StarPaymentParams)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -250,6 +267,56 @@ func (siw *ServerInterfaceWrapper) CreateRefund(w http.ResponseWriter, r *http.R
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CreateRefund(w, r, id, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// StarPayment operation middleware
+func (siw *ServerInterfaceWrapper) StarPayment(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id PaymentID
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params StarPaymentParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.StarPayment(w, r, id, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -382,6 +449,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/payments", wrapper.CreatePayment)
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/payments/{id}", wrapper.GetPayment)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/payments/{id}/refunds", wrapper.CreateRefund)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/payments/{id}/star", wrapper.StarPayment)
 
 	return m
 }
@@ -662,6 +730,136 @@ func (response CreateRefund422ApplicationProblemPlusJSONResponse) VisitCreateRef
 	return err
 }
 
+type StarPaymentRequestObject struct {
+	Id     PaymentID `json:"id"`
+	Params StarPaymentParams
+}
+
+type StarPaymentResponseObject interface {
+	VisitStarPaymentResponse(w http.ResponseWriter) error
+}
+
+type StarPayment200JSONResponse Stars
+
+func (response StarPayment200JSONResponse) VisitStarPaymentResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(200)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StarPayment400ApplicationProblemPlusJSONResponse struct {
+	BadRequestApplicationProblemPlusJSONResponse
+}
+
+func (response StarPayment400ApplicationProblemPlusJSONResponse) VisitStarPaymentResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(400)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StarPayment401ApplicationProblemPlusJSONResponse struct {
+	UnauthorizedApplicationProblemPlusJSONResponse
+}
+
+func (response StarPayment401ApplicationProblemPlusJSONResponse) VisitStarPaymentResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(401)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StarPayment404ApplicationProblemPlusJSONResponse struct {
+	NotFoundApplicationProblemPlusJSONResponse
+}
+
+func (response StarPayment404ApplicationProblemPlusJSONResponse) VisitStarPaymentResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(404)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StarPayment409ApplicationProblemPlusJSONResponse struct {
+	InProgressApplicationProblemPlusJSONResponse
+}
+
+func (response StarPayment409ApplicationProblemPlusJSONResponse) VisitStarPaymentResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(409)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StarPayment422ApplicationProblemPlusJSONResponse struct {
+	MismatchApplicationProblemPlusJSONResponse
+}
+
+func (response StarPayment422ApplicationProblemPlusJSONResponse) VisitStarPaymentResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(422)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type StarPayment503ResponseHeaders struct {
+	RetryAfter *int
+}
+
+type StarPayment503ApplicationProblemPlusJSONResponse struct {
+	Body    Problem
+	Headers StarPayment503ResponseHeaders
+}
+
+func (response StarPayment503ApplicationProblemPlusJSONResponse) VisitStarPaymentResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response.Body); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	if response.Headers.RetryAfter != nil {
+		w.Header().Set("Retry-After", fmt.Sprint(*response.Headers.RetryAfter))
+	}
+	w.WriteHeader(503)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
 	// CreatePayment Create a payment.
@@ -673,6 +871,9 @@ type StrictServerInterface interface {
 	// CreateRefund Refund part or all of what remains of a payment.
 	// (POST /payments/{id}/refunds)
 	CreateRefund(ctx context.Context, request CreateRefundRequestObject) (CreateRefundResponseObject, error)
+	// StarPayment Star a payment (a like-style counter).
+	// (POST /payments/{id}/star)
+	StarPayment(ctx context.Context, request StarPaymentRequestObject) (StarPaymentResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -800,6 +1001,33 @@ func (sh *strictHandler) CreateRefund(w http.ResponseWriter, r *http.Request, id
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CreateRefundResponseObject); ok {
 		if err := validResponse.VisitCreateRefundResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// StarPayment operation middleware
+func (sh *strictHandler) StarPayment(w http.ResponseWriter, r *http.Request, id PaymentID, params StarPaymentParams) {
+	var request StarPaymentRequestObject
+
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.StarPayment(ctx, request.(StarPaymentRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "StarPayment")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(StarPaymentResponseObject); ok {
+		if err := validResponse.VisitStarPaymentResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {

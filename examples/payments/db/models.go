@@ -20,6 +20,11 @@ type Payment struct {
 	CreatedAt        pgtype.Timestamptz
 }
 
+type PaymentStar struct {
+	PaymentID string
+	Stars     int64
+}
+
 type Refund struct {
 	ID               string
 	PaymentID        string

@@ -125,3 +125,11 @@ UNION ALL
   GROUP BY idempotency_scope, idempotency_key
  HAVING count(*) > 1
   ORDER BY idempotency_scope, idempotency_key LIMIT sqlc.arg(max_samples));
+
+-- name: StarPayment :one
+-- One autocommitted statement: the star is counted (committed) before the Redis store
+-- completes the key. No row: no such payment in the account.
+INSERT INTO payment_stars (payment_id, stars)
+SELECT p.id, 1 FROM payments p WHERE p.id = sqlc.arg(id) AND p.account_id = sqlc.arg(account_id)
+ON CONFLICT (payment_id) DO UPDATE SET stars = payment_stars.stars + 1
+RETURNING payment_id, stars;

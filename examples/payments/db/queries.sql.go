@@ -379,3 +379,24 @@ func (q *Queries) LockPayment(ctx context.Context, arg LockPaymentParams) (Payme
 	)
 	return i, err
 }
+
+const starPayment = `-- name: StarPayment :one
+INSERT INTO payment_stars (payment_id, stars)
+SELECT p.id, 1 FROM payments p WHERE p.id = $1 AND p.account_id = $2
+ON CONFLICT (payment_id) DO UPDATE SET stars = payment_stars.stars + 1
+RETURNING payment_id, stars
+`
+
+type StarPaymentParams struct {
+	ID        string
+	AccountID string
+}
+
+// One autocommitted statement: the star is counted (committed) before the Redis store
+// completes the key. No row: no such payment in the account.
+func (q *Queries) StarPayment(ctx context.Context, arg StarPaymentParams) (PaymentStar, error) {
+	row := q.db.QueryRow(ctx, starPayment, arg.ID, arg.AccountID)
+	var i PaymentStar
+	err := row.Scan(&i.PaymentID, &i.Stars)
+	return i, err
+}

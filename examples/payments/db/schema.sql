@@ -36,3 +36,12 @@ CREATE INDEX IF NOT EXISTS refunds_payment_id_idx ON refunds (payment_id);
 
 CREATE INDEX IF NOT EXISTS refunds_idempotency_idx
     ON refunds (idempotency_scope, idempotency_key);
+
+-- Stars of a payment (POST /payments/{id}/star): a like-style counter whose idempotency
+-- keys live in Redis (x-idempotent store: redis), not in this database. A rare duplicate
+-- counts a star twice; that is the trade-off the operation accepts, and why the stars
+-- have no idempotency columns to audit.
+CREATE TABLE IF NOT EXISTS payment_stars (
+    payment_id text   PRIMARY KEY REFERENCES payments (id),
+    stars      bigint NOT NULL CHECK (stars > 0)
+);

@@ -37,6 +37,7 @@ import (
 	"github.com/idemgen/idemgen/examples/payments/api"
 	"github.com/idemgen/idemgen/examples/payments/db"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemredis"
 	"github.com/idemgen/idemgen/idem/idemvalidate"
 )
 
@@ -67,6 +68,14 @@ type Options struct {
 	Observer idem.Observer
 	// ClaimPool, when set, runs the protocol's claims (idem.WithClaimPool).
 	ClaimPool *pgxpool.Pool
+	// BeforeStar, when set, is called inside starPayment before its write (nothing is
+	// counted yet): simulated latency (the server's -star-delay), or the window in which
+	// a test kills the server or Redis mid-business. An error fails the request (500;
+	// the key is released).
+	BeforeStar func(ctx context.Context) error
+	// Redis is the idempotency store of the operations marked store: redis (starPayment).
+	// Without one they answer 503 and the others run as usual.
+	Redis *idemredis.Store
 }
 
 // Setup applies the schemas the service needs: idem's idempotency_keys table and the
@@ -88,7 +97,7 @@ func New(pool *pgxpool.Pool, opts Options) http.Handler {
 		storeOpts = append(storeOpts, idem.WithClaimPool(opts.ClaimPool))
 	}
 	store := idem.NewStore(pool, storeOpts...)
-	impl := &server{pool: pool, delay: opts.Delay, downstreamFunc: opts.Downstream}
+	impl := &server{pool: pool, delay: opts.Delay, downstreamFunc: opts.Downstream, beforeStar: opts.BeforeStar}
 
 	responseError := idem.ResponseErrorHandler // logs with slog
 	if opts.Logf != nil {
@@ -96,7 +105,11 @@ func New(pool *pgxpool.Pool, opts Options) http.Handler {
 			opts.Logf("%s %s: %v", r.Method, r.URL.Path, err)
 		})
 	}
-	strict := api.NewStrictHandlerWithOptions(api.NewIdempotentStrictServer(impl, store), nil,
+	var srv api.StrictServerInterface = api.NewIdempotentStrictServer(impl, store, opts.Redis)
+	if opts.Redis == nil {
+		srv = withoutRedis{srv}
+	}
+	strict := api.NewStrictHandlerWithOptions(srv, nil,
 		api.StrictHTTPServerOptions{
 			RequestErrorHandlerFunc:  store.RequestErrorHandler, // 400 (413) in the protocol's rejection shape
 			ResponseErrorHandlerFunc: responseError,
@@ -133,6 +146,7 @@ type server struct {
 	pool           *pgxpool.Pool
 	delay          time.Duration
 	downstreamFunc func(ctx context.Context) error
+	beforeStar     func(ctx context.Context) error
 }
 
 var _ api.IdempotentServerInterface = (*server)(nil)

@@ -5,11 +5,13 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/idemgen/idemgen/examples/payments/service"
+	"github.com/idemgen/idemgen/idem/idemredis/redistest"
 	"github.com/idemgen/idemgen/internal/pgtest"
 )
 
@@ -38,6 +40,14 @@ func TestDemo(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q", want)
 		}
+	}
+	// The stars, on a throwaway redis-server: one star per key.
+	if _, err := redistest.Binary(); err != nil && os.Getenv("CI") != "true" {
+		t.Skipf("no redis-server: the stars part was skipped (%v)", err)
+	}
+	if !regexp.MustCompile(`(?m)^4\. one star key: 20 duplicates at once, then 5 retries +25 +1 +\d+ +\d+ +0$`).MatchString(out) ||
+		!strings.Contains(out, "stars counted in PostgreSQL: 21, for 21 keys") {
+		t.Errorf("the stars part is missing or wrong")
 	}
 }
 

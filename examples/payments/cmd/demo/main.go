@@ -7,7 +7,9 @@
 // starts the service on an embedded throwaway PostgreSQL (or DATABASE_URL) with a
 // simulated downstream delay so that duplicates overlap a request in flight, hammers it
 // with concurrent duplicates (idemgen hammer's engine), audits the database, and prints a
-// table: requests, 201s, 409s, replays, payments created, audit result.
+// table: requests, 201s, 409s, replays, payments created, audit result. Then, on a
+// throwaway redis-server (or REDIS_ADDR), the same for starPayment, whose keys live in
+// Redis (store: redis): its table, and the stars counted in PostgreSQL against its keys.
 //
 // Progress goes to stderr, the table to stdout. Exit status 1 when a check fails: a
 // duplicate execution, a mismatched replay, a 5xx, a row count off, or the audit.
@@ -119,13 +121,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		logf("%v", err)
 		return 1
 	}
-	srv := &http.Server{Handler: service.New(d.Pool, service.Options{Delay: c.delay, Logf: logf, ClaimPool: d.ClaimPool}), ReadHeaderTimeout: 10 * time.Second}
+	// 3. Redis, for the operation whose keys live there (starPayment, store: redis).
+	stars, stopRedis := redisStore(ctx, logf)
+	defer stopRedis()
+	srv := &http.Server{Handler: service.New(d.Pool, service.Options{Delay: c.delay, Logf: logf, ClaimPool: d.ClaimPool, Redis: stars}), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
 	base := "http://" + ln.Addr().String()
 	logf("payments service listening on %s (simulated downstream delay %s)", base, c.delay)
 
 	ok := demo(ctx, c, base, d.Pool, stdout, stderr, logf)
+	if ok && stars != nil {
+		ok = starsDemo(ctx, c, base, d.Pool, stdout, stderr, logf)
+	}
 	if !ok {
 		return 1
 	}

@@ -6,7 +6,9 @@
 // embedded throwaway PostgreSQL from the local binaries (initdb, postgres) and says so on
 // stderr; its data is deleted on exit (package devdb: a convenience of the example, which
 // a real service replaces by its own database URL). The schemas (idempotency_keys, payments, refunds)
-// are applied on start. When the server is ready it prints exactly one line on stdout,
+// are applied on start. REDIS_ADDR selects the Redis of starPayment (store: redis); when
+// it is empty the server starts a throwaway redis-server, and without one starPayment
+// answers 503. When the server is ready it prints exactly one line on stdout,
 //
 //	listening on http://ADDR
 //
@@ -29,8 +31,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/idemgen/idemgen/examples/payments/internal/devdb"
 	"github.com/idemgen/idemgen/examples/payments/service"
+	"github.com/idemgen/idemgen/idem/idemredis"
 )
 
 func main() {
@@ -41,7 +46,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("server", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("addr", "127.0.0.1:8080", "`HOST:PORT` to listen on (port 0 picks a free one)")
-	delay := fs.Duration("delay", 0, "simulated downstream latency inside each POST's business transaction")
+	delay := fs.Duration("delay", 0, "simulated downstream latency inside the business transaction of createPayment and createRefund")
+	starDelay := fs.Duration("star-delay", 0, "simulated latency inside starPayment, before its write")
 	maxBody := fs.Int64("max-body", service.DefaultMaxBodyBytes, "request body limit in `BYTES` (413 beyond)")
 	maxConns := fs.Int("max-conns", 32, "database pool size")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long in-flight requests may run on shutdown")
@@ -78,13 +84,32 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	defer d.Close()
 
+	// starPayment keeps its idempotency keys in Redis (store: redis): REDIS_ADDR, or a
+	// throwaway redis-server. Without one it answers 503; the payments run as usual.
+	var stars *idemredis.Store
+	if raddr, stopRedis, err := devdb.RedisAddr(logf); err != nil {
+		logf("no Redis (%v): starPayment answers 503", err)
+	} else {
+		defer stopRedis()
+		rdb := redis.NewClient(&redis.Options{Addr: raddr, ContextTimeoutEnabled: true})
+		defer rdb.Close()
+		if stars, err = service.NewRedisStore(ctx, rdb, nil); err != nil {
+			logger.Print(err)
+			return 1
+		}
+	}
+
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		logger.Print(err)
 		return 1
 	}
+	opts := service.Options{Delay: *delay, MaxBodyBytes: *maxBody, Logf: logf, ClaimPool: d.ClaimPool, Redis: stars}
+	if *starDelay > 0 {
+		opts.BeforeStar = service.Sleep(*starDelay)
+	}
 	srv := &http.Server{
-		Handler:           service.New(d.Pool, service.Options{Delay: *delay, MaxBodyBytes: *maxBody, Logf: logf, ClaimPool: d.ClaimPool}),
+		Handler:           service.New(d.Pool, opts),
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          logger,
 	}

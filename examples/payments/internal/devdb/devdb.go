@@ -1,7 +1,7 @@
 // Package devdb gives the example's demo and development server a database with nothing
 // set up: DATABASE_URL when it is set, otherwise a throwaway PostgreSQL cluster started
 // from the local binaries (idemgen's internal/pgembed) and deleted by the returned stop
-// function.
+// function; and the same for Redis (REDIS_ADDR, or a throwaway redis-server).
 //
 // It exists for the one-command demo only. A real service connects to its own database
 // (service.Open takes a URL) and cannot import idemgen's internal packages.
@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/idemgen/idemgen/idem/idemredis/redistest"
 	"github.com/idemgen/idemgen/internal/pgembed"
 )
 
@@ -29,4 +30,23 @@ func URL(ctx context.Context, logf func(format string, args ...any)) (url string
 	}
 	logf("embedded PostgreSQL ready at %s", c.URL())
 	return c.URL(), c.Stop, nil
+}
+
+// RedisAddr returns REDIS_ADDR, or starts a throwaway redis-server from the local binary
+// (Debian's redis-server; no persistence) and returns its address. stop stops that
+// server (a no-op for REDIS_ADDR).
+func RedisAddr(logf func(format string, args ...any)) (addr string, stop func(), err error) {
+	if addr := os.Getenv("REDIS_ADDR"); addr != "" {
+		return addr, func() {}, nil
+	}
+	logf("REDIS_ADDR is empty: starting a throwaway redis-server (no persistence, stopped on exit)")
+	// With no persistence the server writes no file: the system's temporary directory is
+	// its working directory, and a process killed with SIGKILL leaves nothing behind (the
+	// server dies with it).
+	srv, err := redistest.Launch(os.TempDir())
+	if err != nil {
+		return "", nil, err
+	}
+	logf("throwaway redis-server ready at %s", srv.Addr())
+	return srv.Addr(), srv.Kill, nil
 }
