@@ -3,12 +3,12 @@ package gen
 import (
 	"fmt"
 	"mime"
-	"regexp"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
 
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/internal/ecmaregexp"
 )
 
 // headerKey resolves a header key: the marker's (or the defaults') header, else the one
@@ -104,16 +104,17 @@ func (s *source) bodyKey(o *operation, mk marker, op *openapi3.Operation, errs *
 	o.Key.Schema = s.readKeySchema(prop, mk.body.pos, errs)
 }
 
-// keySchema reads the constraints of the key's declared string schema. A pattern Go's
-// regexp cannot compile is an error: the protocol enforces it.
+// readKeySchema reads the constraints of the key's declared string schema. A pattern that
+// is not an ECMA-262 regular expression (as OpenAPI defines pattern) is an error: the
+// protocol enforces it, with the same engine (internal/ecmaregexp).
 func (s *source) readKeySchema(sch *openapi3.Schema, at Pos, errs *ErrorList) keySchema {
 	ks := keySchema{MinLength: sch.MinLength, Pattern: sch.Pattern, Format: sch.Format}
 	if sch.MaxLength != nil {
 		ks.MaxLength = *sch.MaxLength
 	}
 	if ks.Pattern != "" {
-		if _, err := regexp.Compile(ks.Pattern); err != nil {
-			errs.add(at, "%s: the key's pattern %q is not one Go's regexp (RE2) can check: %v", MarkerExt, ks.Pattern, err)
+		if _, err := ecmaregexp.Compile(ks.Pattern); err != nil {
+			errs.add(at, "%s: the key's pattern %q is not an ECMA-262 regular expression: %v", MarkerExt, ks.Pattern, err)
 		}
 	}
 	return ks

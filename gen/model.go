@@ -75,7 +75,7 @@ type keySource struct {
 type keySchema struct {
 	MinLength uint64
 	MaxLength uint64 // 0: none (the protocol's own 255-byte limit remains)
-	Pattern   string // ECMA-262 as written in the spec; checked to compile as Go regexp
+	Pattern   string // ECMA-262 as written in the spec; checked to compile (internal/ecmaregexp)
 	Format    string // "uuid" is enforced; other formats are carried for the comment only
 }
 
