@@ -94,6 +94,11 @@ func Generate(opts Options) ([]File, error) {
 	if len(m.Ops) == 0 && opts.Warnf != nil {
 		opts.Warnf("%s: no operation is marked %s: the idempotent layer passes every operation through", opts.Spec, MarkerExt)
 	}
+	for _, w := range m.Warnings {
+		if opts.Warnf != nil {
+			opts.Warnf("%s", w.Error())
+		}
+	}
 	for _, u := range m.Unmarked {
 		if opts.Warnf != nil {
 			opts.Warnf("%s: %s %s is left unmarked by %s.methods: %s", u.Pos, u.Method, u.Path, DefaultsExt, u.Why)
@@ -155,6 +160,7 @@ func check(s *spec, opts Options) (*model, error) {
 	var errs ErrorList
 	s.src.checkTree(&errs)
 	s.src.checkPathTemplates(&errs)
+	s.src.checkContentRefs(&errs)
 	s.src.checkSpelling(&errs)
 	_, markers := s.src.readMarkers(&errs)
 	if s.loadErr != nil {

@@ -1,0 +1,128 @@
+package gen
+
+import (
+	"bytes"
+	"strings"
+
+	"go.yaml.in/yaml/v4"
+)
+
+// Bundlers (tools that merge a multi-file spec into one) emit, where OpenAPI wants a
+// content map (media type → media type object), a $ref to one kept under components:
+//
+//	content: {$ref: '#/components/mediaTypes/OrderJSON'}
+//	components: {mediaTypes: {OrderJSON: {application/json: {schema: ...}}}}
+//
+// That is not OpenAPI (content takes no $ref), and kin-openapi refuses it without a
+// position. idemgen resolves such a $ref when its target is a content map in this
+// document, in the document kin-openapi loads (never in the file); any other such $ref
+// is a located error, each one in the same run.
+
+// contentRef is a `content: {$ref: ...}` of the document.
+type contentRef struct {
+	content *yaml.Node // the content mapping holding the $ref
+	ref     *yaml.Node // the $ref's value
+	target  *yaml.Node // what it names; nil when it names nothing or no content map
+}
+
+// contentRefs returns the document's content $refs, in file order.
+func (s *source) contentRefs() []contentRef {
+	var out []contentRef
+	walk(s.root, func(key, n *yaml.Node) {
+		if key == nil || key.Value != "content" || n.Kind != yaml.MappingNode || len(n.Content) != 2 || n.Content[0].Value != "$ref" {
+			return
+		}
+		ref := deref(n.Content[1])
+		if ref.Kind != yaml.ScalarNode {
+			return
+		}
+		c := contentRef{content: n, ref: ref}
+		if t, ok := s.resolvePointer(ref.Value); ok && strings.HasPrefix(ref.Value, "#") && isContentMap(t) {
+			c.target = t
+		}
+		out = append(out, c)
+	})
+	return out
+}
+
+// isContentMap reports whether n maps media types ("application/json", "text/*") to
+// objects.
+func isContentMap(n *yaml.Node) bool {
+	n = deref(n)
+	if n == nil || n.Kind != yaml.MappingNode || len(n.Content) == 0 {
+		return false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], deref(n.Content[i+1])
+		if !strings.Contains(k.Value, "/") || v == nil || v.Kind != yaml.MappingNode {
+			return false
+		}
+	}
+	return true
+}
+
+// checkContentRefs reports every content $ref idemgen cannot resolve: one whose target
+// is not a content map of this document (a $ref that names nothing is checkTree's).
+func (s *source) checkContentRefs(errs *ErrorList) {
+	for _, c := range s.contentRefs() {
+		if c.target != nil {
+			continue
+		}
+		if _, ok := s.resolvePointer(c.ref.Value); !ok && strings.HasPrefix(c.ref.Value, "#") {
+			continue // checkTree: does not resolve
+		}
+		what := "is not a content map of this document"
+		if t, ok := s.resolvePointer(c.ref.Value); ok && !isContentMap(t) {
+			what = "names no content map (media type → media type object): which media type it is for is unknown"
+		}
+		errs.add(s.pos(c.ref), "content: $ref %q %s; OpenAPI takes no $ref for content: write the media types inline, or point the $ref at a content map", c.ref.Value, what)
+	}
+}
+
+// inlineContentRefs returns the document as YAML with every resolvable content $ref
+// replaced by a copy of its target, and whether there was any; the source tree is left
+// as it is (positions stay the file's).
+func (s *source) inlineContentRefs() ([]byte, bool, error) {
+	refs := s.contentRefs()
+	subst := map[*yaml.Node]*yaml.Node{}
+	for _, c := range refs {
+		if c.target != nil {
+			subst[c.content] = c.target
+		}
+	}
+	if len(subst) == 0 {
+		return nil, false, nil
+	}
+	root := copyNode(s.root, subst)
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	if err := enc.Encode(root); err != nil {
+		return nil, false, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, false, err
+	}
+	return b.Bytes(), true, nil
+}
+
+// copyNode returns a deep copy of n (aliases followed), each node of subst replaced by a
+// copy of its substitute.
+func copyNode(n *yaml.Node, subst map[*yaml.Node]*yaml.Node) *yaml.Node {
+	n = deref(n)
+	if t, ok := subst[n]; ok {
+		n = deref(t)
+	}
+	c := *n
+	c.Alias, c.Anchor = nil, ""
+	if c.Kind == yaml.AliasNode {
+		c.Kind = yaml.ScalarNode
+	}
+	if len(n.Content) > 0 {
+		c.Content = make([]*yaml.Node, len(n.Content))
+		for i, sub := range n.Content {
+			c.Content[i] = copyNode(sub, subst)
+		}
+	}
+	c.Style &^= yaml.FlowStyle // block style: a JSON tree encodes as readable YAML
+	return &c
+}
