@@ -51,10 +51,10 @@ type policy struct {
 
 // keyField is where the handler reads the raw key.
 type keyField struct {
-	Field     string // Params field of a header key
-	Pointer   bool   // the field is a pointer
-	Stringer  bool   // the field is not a string (-base=external: format uuid): idem.StringKey
-	Body      string // JSON pointer of a body key
+	Field    string // Params field of a header key
+	Pointer  bool   // the field is a pointer
+	Stringer bool   // the field is not a string (-base=external: format uuid): idem.StringKey
+	Body     string // JSON pointer of a body key
 	// BodyFields are the request fields of the decoded JSON and form bodies holding it
 	// (several when the operation accepts both: the request sends one, the others are nil).
 	BodyFields []string
