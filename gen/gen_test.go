@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -41,6 +42,12 @@ var goldenCases = []string{
 	"names",        // valid specs oapi-codegen alone fails on: name collisions, a schema named "400", webhooks, ...
 	"unicode",      // JSON with UTF-16 surrogate pair escapes
 	"multifile",    // $refs to schemas and responses in other files
+	"ecmapattern",  // issue 17 class 1: ECMA-262 key and body patterns (a negative lookahead)
+	"bodykeys",     // class 2: the key a JSON or form body declares; a property that only suggests it
+	"convention",   // class 3: the added header named as the spec's other operations name theirs
+	"caseheader",   // class 4: one key header declared twice in different cases: the stricter wins
+	"contentref",   // class 6: a bundler's content: {$ref: ...} to a content map, resolved
+	"keyplaces",    // class 7: the key declared on a GET too, and as a header and a query parameter
 	"chirouter",    // routers.yaml with -router chi (served by gen/internal/e2e, as are the five below)
 	"echorouter",   // routers.yaml with -router echo
 	"ginrouter",    // routers.yaml with -router gin
@@ -305,6 +312,19 @@ func TestErrors(t *testing.T) {
 		{"several-key-headers.yaml", `testdata/errors/several-key-headers.yaml:7:7: x-idempotent: POST /orders declares several headers that could carry the idempotency key (Idempotency-Key, x-idempotency-key): name the one with x-idempotent: {header: NAME}`},
 		{"header-not-string.yaml", `testdata/errors/header-not-string.yaml:7:7: x-idempotent.header: the declared header parameter "Idempotency-Key" must have a string schema to carry the key (it has type integer)`},
 		{"bad-pattern.yaml", "testdata/errors/bad-pattern.yaml:7:7: x-idempotent: the key's pattern \"^[a-z]+($\" is not an ECMA-262 regular expression: error parsing regexp: missing closing ) in `^[a-z]+($`"},
+		// Issue 17: the key a spec declares, found by its name, in several places; only
+		// in a query parameter; a body key named like one that is not a string.
+		{"several-key-places.yaml", `testdata/errors/several-key-places.yaml:7:7: x-idempotent: POST /orders declares several places that could carry the idempotency key (header Idempotency-Key, body /idempotency_key): name the one with x-idempotent: {header: NAME} or {body: /POINTER}`},
+		{"query-key-only.yaml", `testdata/errors/query-key-only.yaml:7:7: x-idempotent: POST /orders declares the idempotency key as a query parameter (idempotency_key): idemgen reads a key from a header or the body; declare it as a header too and name it with x-idempotent: {header: NAME}, or mark the operation with x-idempotent: false`},
+		{"body-key-not-string.yaml", `testdata/errors/body-key-not-string.yaml:7:7: x-idempotent (the body's /IdempotencyKey is named like an idempotency key): "/IdempotencyKey": the property has type integer, and a key must be a string`},
+		// A bundler's content $ref that names no content map: every place at once, located
+		// (kin-openapi's own message has no position); one that names nothing is a
+		// dangling $ref.
+		{"content-ref.yaml", strings.Join([]string{
+			`testdata/errors/content-ref.yaml:10:17: content: $ref "#/components/mediaTypes/Order" names no content map (media type → media type object): which media type it is for is unknown; OpenAPI takes no $ref for content: write the media types inline, or point the $ref at a content map`,
+			`testdata/errors/content-ref.yaml:15:19: content: $ref "#/components/mediaTypes/Order" names no content map (media type → media type object): which media type it is for is unknown; OpenAPI takes no $ref for content: write the media types inline, or point the $ref at a content map`,
+			`testdata/errors/content-ref.yaml:19:19: $ref "#/components/mediaTypes/Missing" does not resolve: nothing at that path in this document`,
+		}, "\n")},
 		{"methods-safe.yaml", `testdata/errors/methods-safe.yaml:4:19: x-idempotent-defaults.methods: GET is a safe method, idempotent by definition; name methods that change state (post, put, patch, delete)` + "\n" +
 			`testdata/errors/methods-safe.yaml:4:24: x-idempotent-defaults.methods: "fetch" is not a method idemgen marks (want post, put, patch, delete)`},
 		{"fingerprint-undeclared.yaml", `testdata/errors/fingerprint-undeclared.yaml:8:31: x-idempotent.fingerprint-headers: POST /orders declares no header parameter X-Dry-Run (only declared headers reach the handler)`},
@@ -507,4 +527,45 @@ func funcDoc(t *testing.T, files []gen.File, name string) string {
 	}
 	t.Fatalf("%s: no documented func %s", gen.IdempotentFile, name)
 	return ""
+}
+
+// TestWarnings: every guess idemgen makes about the key is a warning (and a line of the
+// policy comment, in the golden files), with its position; a spec that declares its key
+// plainly gets none.
+func TestWarnings(t *testing.T) {
+	for _, c := range []struct {
+		golden string
+		want   []string
+	}{
+		{"bodykeys", []string{
+			"testdata/golden/bodykeys/openapi.yaml:56:7: x-idempotent: POST /refunds: the key is the added header Idempotency-Key; the request body's /idempotency_token has a name that speaks of idempotency: if it is the key, mark the operation with x-idempotent: {body: /idempotency_token}",
+			"testdata/golden/bodykeys/openapi.yaml:56:7: x-idempotent: POST /refunds: the key is the added header Idempotency-Key; the request body's /request_id has a description that speaks of idempotency: if it is the key, mark the operation with x-idempotent: {body: /request_id}",
+		}},
+		{"convention", []string{
+			"testdata/golden/convention/openapi.yaml:25:7: x-idempotent: POST /refunds declares no idempotency key: the added header is named X-Idempotency-Key, as 2 operation(s) of the spec name their key header",
+		}},
+		{"caseheader", []string{
+			"testdata/golden/caseheader/openapi.yaml:9:7: x-idempotent: POST /orders: the spec declares the key header 2 times, differing only in case (idempotency-key, Idempotency-Key): one header, Idempotency-Key, with the stricter of each rule: required, minLength 8, maxLength 64",
+		}},
+		{"keyplaces", []string{
+			"testdata/golden/keyplaces/openapi.yaml:10:5: 1 safe operation(s) declare an idempotency key header (GET /orders): idemgen does not mark safe methods (idempotent by definition), so no protocol reads their key; it reaches the handler as an ordinary header parameter",
+			"testdata/golden/keyplaces/openapi.yaml:16:5: x-idempotent: POST /orders: the query parameter idempotency_key is not read as the key (the key is header Idempotency-Key); it is an ordinary query parameter, part of the fingerprint",
+		}},
+		{"ecmapattern", nil},
+		{"contentref", nil},
+		{"keyspec", nil},
+	} {
+		t.Run(c.golden, func(t *testing.T) {
+			var got []string
+			opts := gen.Options{Spec: goldenSpec(t, c.golden), Package: c.golden, Warnf: func(format string, args ...any) {
+				got = append(got, fmt.Sprintf(format, args...))
+			}}
+			if _, err := gen.Generate(opts); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+			}
+		})
+	}
 }

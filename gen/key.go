@@ -71,16 +71,17 @@ func isKeyName(name string) bool { return normalizeName(name) == "idempotencykey
 // bodyKey resolves a key read from the JSON pointer ptr into the request body: a JSON or
 // a form (application/x-www-form-urlencoded) body; with both, the property must be in
 // each, and the key is read from the one the request sends. at locates errors.
-func (s *source) bodyKey(o *operation, mk marker, op *openapi3.Operation, ptr string, at Pos, errs *ErrorList) {
+// name prefixes messages: x-idempotent.body, or x-idempotent for a key found by its name.
+func (s *source) bodyKey(o *operation, mk marker, op *openapi3.Operation, ptr string, at Pos, name string, errs *ErrorList) {
 	o.Key.Body = ptr
 	bodies := keyBodies(op)
 	if len(bodies) == 0 {
-		errs.add(at, "%s.body: %s %s has no JSON or form request body to read the key from", MarkerExt, o.Method, o.Path)
+		errs.add(at, "%s: %s %s has no JSON or form request body to read the key from", name, o.Method, o.Path)
 		return
 	}
 	if cts := sortedKeys(op.RequestBody.Value.Content); len(cts) > len(bodies) {
-		errs.add(at, "%s.body: %s %s accepts several request content types (%s); a key in the body is read from JSON and form bodies only: accept only those, or take the key from a header",
-			MarkerExt, o.Method, o.Path, strings.Join(cts, ", "))
+		errs.add(at, "%s: %s %s accepts several request content types (%s); a key in the body is read from JSON and form bodies only: accept only those, or take the key from a header",
+			name, o.Method, o.Path, strings.Join(cts, ", "))
 		return
 	}
 	required := op.RequestBody.Value.Required
@@ -91,7 +92,7 @@ func (s *source) bodyKey(o *operation, mk marker, op *openapi3.Operation, ptr st
 			if len(bodies) > 1 {
 				msg = b.contentType + ": " + msg
 			}
-			errs.add(at, "%s.body: %s", MarkerExt, msg)
+			errs.add(at, "%s: %s", name, msg)
 			return
 		}
 		if prop == nil {

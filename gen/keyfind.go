@@ -82,7 +82,7 @@ func (s *source) declaredKey(o *operation, mk marker, op *openapi3.Operation, pa
 		}
 		s.declaredHeaderKey(o, mk, decl, mk.pos, errs)
 	case len(props) == 1:
-		s.bodyKey(o, mk, op, props[0], mk.pos, errs)
+		s.bodyKey(o, mk, op, props[0], mk.pos, MarkerExt+" (the body's "+props[0]+" is named like an idempotency key)", errs)
 		o.Notes = append(o.Notes, fmt.Sprintf("the key is the request body's %s, as the spec declares it (named like an idempotency key)", props[0]))
 	case len(queries) > 0:
 		errs.add(mk.pos, "%s: %s %s declares the idempotency key as a query parameter (%s): idemgen reads a key from a header or the body; declare it as a header too and name it with %s: {header: NAME}, or mark the operation with %s: false",
@@ -92,14 +92,14 @@ func (s *source) declaredKey(o *operation, mk marker, op *openapi3.Operation, pa
 		o.Key.Header = idem.DefaultKeyHeader
 		if conv.Header != "" {
 			o.Key.Header = conv.Header
-			note := fmt.Sprintf("the added header is named %s, as %d other operation(s) of the spec name their key header", conv.Header, conv.Count)
+			note := fmt.Sprintf("the added header is named %s, as %d operation(s) of the spec name their key header", conv.Header, conv.Count)
 			o.Notes = append(o.Notes, note)
 			if conv.Header != idem.DefaultKeyHeader {
 				w.add(mk.pos, "%s: %s %s declares no idempotency key: %s", MarkerExt, o.Method, o.Path, note)
 			}
 		}
 		for _, hint := range bodyKeyHints(op) {
-			note := fmt.Sprintf("the request body's %s %s, but is not named like an idempotency key: if it is the key, mark the operation with %s: {body: %s}", hint.ptr, hint.why, MarkerExt, hint.ptr)
+			note := fmt.Sprintf("the request body's %s %s: if it is the key, mark the operation with %s: {body: %s}", hint.ptr, hint.why, MarkerExt, hint.ptr)
 			o.Notes = append(o.Notes, note)
 			w.add(mk.pos, "%s: %s %s: the key is the added header %s; %s", MarkerExt, o.Method, o.Path, o.Key.Header, note)
 		}
@@ -186,8 +186,9 @@ func (s *source) mergeCaseDuplicates(o *operation, mk marker, decls []*openapi3.
 	if merged.Required {
 		req = "required"
 	}
-	note := fmt.Sprintf("the spec declares the key header %d times, differing only in case (%s): one header, the stricter declaration wins (%s, %s%s)",
-		len(decls), strings.Join(names, ", "), win.Name, req, keyConstraints(keySchemaOf(&sch)))
+	rules := append([]string{req}, keyRules(keySchemaOf(&sch))...)
+	note := fmt.Sprintf("the spec declares the key header %d times, differing only in case (%s): one header, %s, with the stricter of each rule: %s",
+		len(decls), strings.Join(names, ", "), win.Name, strings.Join(rules, ", "))
 	o.Notes = append(o.Notes, note)
 	w.add(mk.pos, "%s: %s %s: %s", MarkerExt, o.Method, o.Path, note)
 	return &merged
@@ -268,7 +269,7 @@ func bodyKeyHints(op *openapi3.Operation) []keyHint {
 			prop, _ := property(b.schema, name)
 			switch {
 			case strings.Contains(normalizeName(name), "idempoten"):
-				out = append(out, keyHint{ptr, "is named like an idempotency token"})
+				out = append(out, keyHint{ptr, "has a name that speaks of idempotency"})
 			case prop != nil && strings.Contains(strings.ToLower(prop.Description), "idempoten"):
 				out = append(out, keyHint{ptr, "has a description that speaks of idempotency"})
 			default:

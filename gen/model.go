@@ -174,7 +174,7 @@ func (s *source) buildOperation(om opMarker, item *openapi3.PathItem, op *openap
 	case mk.header.bad || mk.body.bad:
 		// The key's source is in error: its checks wait for the fix.
 	case mk.body.set:
-		s.bodyKey(o, mk, op, mk.body.v, mk.body.pos, errs)
+		s.bodyKey(o, mk, op, mk.body.v, mk.body.pos, MarkerExt+".body", errs)
 		if q := keyQueryParams(params); len(q) > 0 {
 			s.queryKeyIgnored(o, mk, q, w)
 		}

@@ -277,6 +277,15 @@ var redisWarning = []string{
 }
 
 func keyConstraints(k keySchema) string {
+	c := keyRules(k)
+	if len(c) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(c, ", ") + ")"
+}
+
+// keyRules lists what k constrains: "format uuid", "maxLength 64", ...
+func keyRules(k keySchema) []string {
 	var c []string
 	if k.Format != "" {
 		c = append(c, "format "+k.Format)
@@ -290,10 +299,7 @@ func keyConstraints(k keySchema) string {
 	if k.Pattern != "" {
 		c = append(c, fmt.Sprintf("pattern %q", k.Pattern))
 	}
-	if len(c) == 0 {
-		return ""
-	}
-	return " (" + strings.Join(c, ", ") + ")"
+	return c
 }
 
 // goDuration prints d as a Go expression: 30 * time.Second, 24 * time.Hour.
