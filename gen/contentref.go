@@ -25,10 +25,12 @@ type contentRef struct {
 	target  *yaml.Node // what it names; nil when it names nothing or no content map
 }
 
-// contentRefs returns the document's content $refs, in file order.
+// contentRefs returns the document's content $refs, in file order: the content fields
+// of request bodies, responses, parameters and headers, never a schema property that
+// happens to be named content (schemas, examples and extensions are not searched).
 func (s *source) contentRefs() []contentRef {
 	var out []contentRef
-	walk(s.root, func(key, n *yaml.Node) {
+	walkOutsideSchemas(s.root, func(key, n *yaml.Node) {
 		if key == nil || key.Value != "content" || n.Kind != yaml.MappingNode || len(n.Content) != 2 || n.Content[0].Value != "$ref" {
 			return
 		}
@@ -125,4 +127,33 @@ func copyNode(n *yaml.Node, subst map[*yaml.Node]*yaml.Node) *yaml.Node {
 	}
 	c.Style &^= yaml.FlowStyle // block style: a JSON tree encodes as readable YAML
 	return &c
+}
+
+// walkOutsideSchemas is walk, except that it does not descend into schemas (schema,
+// schemas), examples (example, examples) or extensions (x-...): what is below them is
+// data, not OpenAPI objects.
+func walkOutsideSchemas(n *yaml.Node, f func(key, n *yaml.Node)) {
+	var visit func(key, n *yaml.Node)
+	visit = func(key, n *yaml.Node) {
+		n = deref(n)
+		if n == nil {
+			return
+		}
+		f(key, n)
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				switch k := n.Content[i].Value; {
+				case k == "schema", k == "schemas", k == "example", k == "examples", strings.HasPrefix(k, "x-"):
+					continue
+				}
+				visit(n.Content[i], n.Content[i+1])
+			}
+		case yaml.SequenceNode:
+			for _, c := range n.Content {
+				visit(nil, c)
+			}
+		}
+	}
+	visit(nil, n)
 }
