@@ -18,6 +18,8 @@ import (
 type IdempotentServerInterface interface {
 	// CreatePayment (POST /payments) runs inside the idempotency protocol, see createPaymentPolicy.
 	CreatePayment(ctx context.Context, tx idem.Tx, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error)
+	// CreateRefund (POST /refunds) runs inside the idempotency protocol, see createRefundPolicy.
+	CreateRefund(ctx context.Context, tx idem.Tx, request CreateRefundRequestObject) (CreateRefundResponseObject, error)
 }
 
 // createPaymentPolicy is the idempotency policy of createPayment (POST /payments):
@@ -28,6 +30,18 @@ var createPaymentPolicy = idem.MustPolicy(idem.Policy{
 	KeySource:   "header x-idempotency-key",
 	KeyRequired: true,
 	KeySchema:   &idem.KeySchema{MaxLength: 40, Pattern: "^(?!\\s)(.*)(\\S)$"},
+	Lease:       30 * time.Second,
+	Retention:   24 * time.Hour,
+})
+
+// createRefundPolicy is the idempotency policy of createRefund (POST /refunds):
+// key from header Idempotency-Key, optional (pattern "^(?!test-)\\S+$");
+// lease 30s, retention 24h, no timeout, database default isolation.
+var createRefundPolicy = idem.MustPolicy(idem.Policy{
+	Operation:   "createRefund",
+	KeySource:   "header Idempotency-Key",
+	KeyRequired: false,
+	KeySchema:   &idem.KeySchema{Pattern: "^(?!test-)\\S+$"},
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
 })
@@ -75,9 +89,25 @@ func (s *idempotentServer) CreatePayment(ctx context.Context, request CreatePaym
 	return idemResponse{resp}, nil
 }
 
+// CreateRefund runs impl.CreateRefund under createRefundPolicy.
+func (s *idempotentServer) CreateRefund(ctx context.Context, request CreateRefundRequestObject) (CreateRefundResponseObject, error) {
+	resp, err := s.store.Do(ctx, createRefundPolicy, request.Params.IdempotencyKey, nil, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
+		out, err := s.impl.CreateRefund(ctx, tx, request)
+		if err != nil || out == nil {
+			return nil, err // with out == nil and no error, Store.Do fails the call
+		}
+		return s.store.Record(out.VisitCreateRefundResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
+	})
+	if err != nil {
+		return nil, err
+	}
+	return idemResponse{resp}, nil
+}
+
 // idemResponse is the answer the protocol decided for a marked operation: the handler's own
 // response (recorded), a replay of the stored one (Idempotent-Replayed: true), or a
 // rejection (400, 409, 413, 422; problem+json unless the store renders them otherwise).
 type idemResponse struct{ r *idem.Response }
 
 func (r idemResponse) VisitCreatePaymentResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }
+func (r idemResponse) VisitCreateRefundResponse(w http.ResponseWriter) error  { return r.r.WriteTo(w) }
