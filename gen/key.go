@@ -185,17 +185,51 @@ func pointerProperty(schema *openapi3.Schema, ptr string) (prop *openapi3.Schema
 	return cur, required, ""
 }
 
-// property finds the property name of s (allOf members included) and whether it is
-// required.
+// property finds the property name of s and whether it is required: among s's own
+// properties, its allOf members', or those of every member of its oneOf (or anyOf), where
+// it is required when every member requires it (the schema of the first member's is
+// returned).
 func property(s *openapi3.Schema, name string) (*openapi3.Schema, bool) {
+	return propertyDepth(s, name, 0)
+}
+
+func propertyDepth(s *openapi3.Schema, name string, depth int) (*openapi3.Schema, bool) {
+	if s == nil || depth > 8 { // a cycle through allOf or a union: give up
+		return nil, false
+	}
 	if p := s.Properties[name]; p != nil && p.Value != nil {
 		return p.Value, requires(s, name)
 	}
 	for _, sub := range s.AllOf {
 		if sub.Value != nil {
-			if p, req := property(sub.Value, name); p != nil {
+			if p, req := propertyDepth(sub.Value, name, depth+1); p != nil {
 				return p, req || requires(s, name)
 			}
+		}
+	}
+	for _, members := range []openapi3.SchemaRefs{s.OneOf, s.AnyOf} {
+		if len(members) == 0 {
+			continue
+		}
+		var first *openapi3.Schema
+		all := true
+		for _, m := range members {
+			if m == nil || m.Value == nil {
+				first = nil
+				break
+			}
+			p, req := propertyDepth(m.Value, name, depth+1)
+			if p == nil {
+				first = nil
+				break
+			}
+			if first == nil {
+				first = p
+			}
+			all = all && req
+		}
+		if first != nil {
+			return first, all || requires(s, name)
 		}
 	}
 	return nil, false

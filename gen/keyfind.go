@@ -281,27 +281,43 @@ func bodyKeyHints(op *openapi3.Operation) []keyHint {
 	return out
 }
 
-// propertyNames returns the names of s's properties and its allOf members', sorted.
+// propertyNames returns, sorted, the names property finds in s: its own properties, its
+// allOf members', and those every member of its oneOf (or anyOf) has.
 func propertyNames(s *openapi3.Schema) []string {
+	out := propertyNamesDepth(s, 0)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func propertyNamesDepth(s *openapi3.Schema, depth int) []string {
+	if s == nil || depth > 8 {
+		return nil
+	}
 	var out []string
-	var visit func(s *openapi3.Schema, depth int)
-	visit = func(s *openapi3.Schema, depth int) {
-		if s == nil || depth > 8 {
-			return
-		}
-		for name := range s.Properties {
-			if !slices.Contains(out, name) {
-				out = append(out, name)
-			}
-		}
-		for _, sub := range s.AllOf {
-			if sub != nil {
-				visit(sub.Value, depth+1)
-			}
+	for name := range s.Properties {
+		out = append(out, name)
+	}
+	for _, sub := range s.AllOf {
+		if sub != nil {
+			out = append(out, propertyNamesDepth(sub.Value, depth+1)...)
 		}
 	}
-	visit(s, 0)
-	slices.Sort(out)
+	for _, members := range []openapi3.SchemaRefs{s.OneOf, s.AnyOf} {
+		var common []string
+		for i, m := range members {
+			if m == nil {
+				common = nil
+				break
+			}
+			names := propertyNamesDepth(m.Value, depth+1)
+			if i == 0 {
+				common = names
+				continue
+			}
+			common = slices.DeleteFunc(common, func(n string) bool { return !slices.Contains(names, n) })
+		}
+		out = append(out, common...)
+	}
 	return out
 }
 

@@ -63,6 +63,10 @@ func (s *bodyKeys) CreateRefund(ctx context.Context, tx idem.Tx, _ bodykeys.Crea
 	return bodykeys.CreateRefund201Response{}, s.run(ctx, tx, "refund")
 }
 
+func (s *bodyKeys) CreatePayout(ctx context.Context, tx idem.Tx, _ bodykeys.CreatePayoutRequestObject) (bodykeys.CreatePayoutResponseObject, error) {
+	return bodykeys.CreatePayout201Response{}, s.run(ctx, tx, "payout")
+}
+
 func bodyKeysServer(t *testing.T) (*httptest.Server, *bodyKeys, *pgxpool.Pool) {
 	t.Helper()
 	pool := keyDB(t)
@@ -90,6 +94,7 @@ func TestBodyKeysAreTheKey(t *testing.T) {
 		{"form field", "/calls", formType, `To=%2B15550100&IdempotencyKey=call-1`, `IdempotencyKey=call-1&To=%2B15550100`},
 		{"JSON of two bodies", "/messages", "application/json", `{"idempotencyKey": "` + uuidKey + `", "text": "hi"}`, `{"text":"hi","idempotencyKey":"` + uuidKey + `"}`},
 		{"form of two bodies", "/messages", formType, `idempotencyKey=` + uuidKey + `&text=hi`, `text=hi&idempotencyKey=` + uuidKey},
+		{"property of every union member", "/payouts", "application/json", `{"idempotency_key": "payout-1", "iban": "DE00"}`, `{"iban":"DE00","idempotency_key":"payout-1"}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv, impl, pool := bodyKeysServer(t)
@@ -114,15 +119,17 @@ func TestBodyKeysAreTheKey(t *testing.T) {
 	}
 }
 
-// A body key required by the spec is required: a request without it is a 400 before any
-// SQL, and nothing runs; a key the body declares with maxLength is held to it.
+// A body key required by the spec is required (in a union body: by every member): a
+// request without it is a 400 before any SQL, and nothing runs; a key the body declares
+// with maxLength is held to it.
 func TestBodyKeyRequired(t *testing.T) {
 	srv, impl, pool := bodyKeysServer(t)
-	for _, c := range []struct{ body, rule string }{
-		{`{"amount": 5}`, "invalid idempotency key: empty"},
-		{`{"amount": 5, "idempotency_key": "` + strings.Repeat("k", 65) + `"}`, "maxLength of 64"},
+	for _, c := range []struct{ path, body, rule string }{
+		{"/transfers", `{"amount": 5}`, "invalid idempotency key: empty"},
+		{"/transfers", `{"amount": 5, "idempotency_key": "` + strings.Repeat("k", 65) + `"}`, "maxLength of 64"},
+		{"/payouts", `{"card": "4000"}`, "requires an idempotency key (body /idempotency_key)"},
 	} {
-		r := send(t, srv, "POST", "/transfers", nil, "application/json", c.body)
+		r := send(t, srv, "POST", c.path, nil, "application/json", c.body)
 		if r.status != 400 || !strings.Contains(r.body, c.rule) {
 			t.Errorf("%s: %d %s, want 400 naming %q", c.body, r.status, r.body, c.rule)
 		}

@@ -20,6 +20,8 @@ type IdempotentServerInterface interface {
 	CreateCall(ctx context.Context, tx idem.Tx, request CreateCallRequestObject) (CreateCallResponseObject, error)
 	// SendMessage (POST /messages) runs inside the idempotency protocol, see sendMessagePolicy.
 	SendMessage(ctx context.Context, tx idem.Tx, request SendMessageRequestObject) (SendMessageResponseObject, error)
+	// CreatePayout (POST /payouts) runs inside the idempotency protocol, see createPayoutPolicy.
+	CreatePayout(ctx context.Context, tx idem.Tx, request CreatePayoutRequestObject) (CreatePayoutResponseObject, error)
 	// CreateRefund (POST /refunds) runs inside the idempotency protocol, see createRefundPolicy.
 	CreateRefund(ctx context.Context, tx idem.Tx, request CreateRefundRequestObject) (CreateRefundResponseObject, error)
 	// CreateTransfer (POST /transfers) runs inside the idempotency protocol, see createTransferPolicy.
@@ -47,6 +49,19 @@ var sendMessagePolicy = idem.MustPolicy(idem.Policy{
 	KeySource:   "body /idempotencyKey",
 	KeyRequired: true,
 	KeySchema:   &idem.KeySchema{Format: "uuid"},
+	Lease:       30 * time.Second,
+	Retention:   24 * time.Hour,
+})
+
+// createPayoutPolicy is the idempotency policy of createPayout (POST /payouts):
+// key from body /idempotency_key, required (maxLength 64);
+// lease 30s, retention 24h, no timeout, database default isolation.
+// Note: the key is the request body's /idempotency_key, as the spec declares it (named like an idempotency key).
+var createPayoutPolicy = idem.MustPolicy(idem.Policy{
+	Operation:   "createPayout",
+	KeySource:   "body /idempotency_key",
+	KeyRequired: true,
+	KeySchema:   &idem.KeySchema{MaxLength: 64},
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
 })
@@ -150,6 +165,28 @@ func (s *idempotentServer) SendMessage(ctx context.Context, request SendMessageR
 	return idemResponse{resp}, nil
 }
 
+// CreatePayout runs impl.CreatePayout under createPayoutPolicy.
+func (s *idempotentServer) CreatePayout(ctx context.Context, request CreatePayoutRequestObject) (CreatePayoutResponseObject, error) {
+	key, err := idem.KeyFromBody(request.Body, "/idempotency_key")
+	if err != nil {
+		return idemResponse{s.store.Reject(ctx, createPayoutPolicy, err)}, nil
+	}
+	parts := []idem.Part{
+		{Name: "body", Value: request.Body},
+	}
+	resp, err := s.store.Do(ctx, createPayoutPolicy, key, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
+		out, err := s.impl.CreatePayout(ctx, tx, request)
+		if err != nil || out == nil {
+			return nil, err // with out == nil and no error, Store.Do fails the call
+		}
+		return s.store.Record(out.VisitCreatePayoutResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
+	})
+	if err != nil {
+		return nil, err
+	}
+	return idemResponse{resp}, nil
+}
+
 // CreateRefund runs impl.CreateRefund under createRefundPolicy.
 func (s *idempotentServer) CreateRefund(ctx context.Context, request CreateRefundRequestObject) (CreateRefundResponseObject, error) {
 	parts := []idem.Part{
@@ -197,5 +234,6 @@ type idemResponse struct{ r *idem.Response }
 
 func (r idemResponse) VisitCreateCallResponse(w http.ResponseWriter) error     { return r.r.WriteTo(w) }
 func (r idemResponse) VisitSendMessageResponse(w http.ResponseWriter) error    { return r.r.WriteTo(w) }
+func (r idemResponse) VisitCreatePayoutResponse(w http.ResponseWriter) error   { return r.r.WriteTo(w) }
 func (r idemResponse) VisitCreateRefundResponse(w http.ResponseWriter) error   { return r.r.WriteTo(w) }
 func (r idemResponse) VisitCreateTransferResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }

@@ -7,6 +7,7 @@ package bodykeys
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -15,10 +16,27 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// BankPayout defines model for BankPayout.
+type BankPayout struct {
+	Iban           string `json:"iban"`
+	IdempotencyKey string `json:"idempotency_key"`
+}
+
+// CardPayout defines model for CardPayout.
+type CardPayout struct {
+	Card           string `json:"card"`
+	IdempotencyKey string `json:"idempotency_key"`
+}
+
 // Message defines model for Message.
 type Message struct {
 	IdempotencyKey openapi_types.UUID `json:"idempotencyKey"`
 	Text           *string            `json:"text,omitempty"`
+}
+
+// Payout defines model for Payout.
+type Payout struct {
+	union json.RawMessage
 }
 
 // CreateCallFormdataBody defines parameters for CreateCall.
@@ -56,11 +74,76 @@ type SendMessageJSONRequestBody = Message
 // SendMessageFormdataRequestBody defines body for SendMessage for application/x-www-form-urlencoded ContentType.
 type SendMessageFormdataRequestBody = Message
 
+// CreatePayoutJSONRequestBody defines body for CreatePayout for application/json ContentType.
+type CreatePayoutJSONRequestBody = Payout
+
 // CreateRefundJSONRequestBody defines body for CreateRefund for application/json ContentType.
 type CreateRefundJSONRequestBody CreateRefundJSONBody
 
 // CreateTransferJSONRequestBody defines body for CreateTransfer for application/json ContentType.
 type CreateTransferJSONRequestBody CreateTransferJSONBody
+
+// AsBankPayout returns the union data inside the Payout as a BankPayout
+func (t Payout) AsBankPayout() (BankPayout, error) {
+	var body BankPayout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromBankPayout overwrites any union data inside the Payout as the provided BankPayout
+func (t *Payout) FromBankPayout(v BankPayout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeBankPayout performs a merge with any union data inside the Payout, using the provided BankPayout
+func (t *Payout) MergeBankPayout(v BankPayout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCardPayout returns the union data inside the Payout as a CardPayout
+func (t Payout) AsCardPayout() (CardPayout, error) {
+	var body CardPayout
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCardPayout overwrites any union data inside the Payout as the provided CardPayout
+func (t *Payout) FromCardPayout(v CardPayout) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCardPayout performs a merge with any union data inside the Payout, using the provided CardPayout
+func (t *Payout) MergeCardPayout(v CardPayout) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t Payout) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *Payout) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
@@ -70,6 +153,9 @@ type ServerInterface interface {
 
 	// (POST /messages)
 	SendMessage(w http.ResponseWriter, r *http.Request)
+
+	// (POST /payouts)
+	CreatePayout(w http.ResponseWriter, r *http.Request)
 
 	// (POST /refunds)
 	CreateRefund(w http.ResponseWriter, r *http.Request, params CreateRefundParams)
@@ -106,6 +192,20 @@ func (siw *ServerInterfaceWrapper) SendMessage(w http.ResponseWriter, r *http.Re
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.SendMessage(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreatePayout operation middleware
+func (siw *ServerInterfaceWrapper) CreatePayout(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreatePayout(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -292,6 +392,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/calls", wrapper.CreateCall)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/messages", wrapper.SendMessage)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/payouts", wrapper.CreatePayout)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/refunds", wrapper.CreateRefund)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/transfers", wrapper.CreateTransfer)
 
@@ -328,6 +429,22 @@ type SendMessage202Response struct {
 
 func (response SendMessage202Response) VisitSendMessageResponse(w http.ResponseWriter) error {
 	w.WriteHeader(202)
+	return nil
+}
+
+type CreatePayoutRequestObject struct {
+	Body *CreatePayoutJSONRequestBody
+}
+
+type CreatePayoutResponseObject interface {
+	VisitCreatePayoutResponse(w http.ResponseWriter) error
+}
+
+type CreatePayout201Response struct {
+}
+
+func (response CreatePayout201Response) VisitCreatePayoutResponse(w http.ResponseWriter) error {
+	w.WriteHeader(201)
 	return nil
 }
 
@@ -372,6 +489,9 @@ type StrictServerInterface interface {
 
 	// (POST /messages)
 	SendMessage(ctx context.Context, request SendMessageRequestObject) (SendMessageResponseObject, error)
+
+	// (POST /payouts)
+	CreatePayout(ctx context.Context, request CreatePayoutRequestObject) (CreatePayoutResponseObject, error)
 
 	// (POST /refunds)
 	CreateRefund(ctx context.Context, request CreateRefundRequestObject) (CreateRefundResponseObject, error)
@@ -494,6 +614,37 @@ func (sh *strictHandler) SendMessage(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(SendMessageResponseObject); ok {
 		if err := validResponse.VisitSendMessageResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreatePayout operation middleware
+func (sh *strictHandler) CreatePayout(w http.ResponseWriter, r *http.Request) {
+	var request CreatePayoutRequestObject
+
+	var body CreatePayoutJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreatePayout(ctx, request.(CreatePayoutRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreatePayout")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreatePayoutResponseObject); ok {
+		if err := validResponse.VisitCreatePayoutResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
