@@ -174,13 +174,14 @@
 // pattern such as (a+)+$; a match that runs longer is no match).
 //
 // Body key. The pointer must name a string property of the JSON or form
-// (application/x-www-form-urlencoded) request body schema (allOf members are searched);
-// an operation that accepts both needs the property in each, and the key is read from the
-// body the request sends; any other content type beside them is an error. Its
+// (application/x-www-form-urlencoded) request body schema (allOf members are searched,
+// and a property every member of a oneOf or anyOf declares counts); an operation that
+// accepts both a JSON and a form body needs the property in each, and the key is read
+// from the body the request sends; any other content type beside them is an error. Its
 // constraints become the KeySchema as for a header, and a property required at every
-// level of a required body (in every body) makes the key required. At run time the key
-// is read from the decoded body re-encoded as JSON; an absent or null value is a missing
-// key.
+// level of a required body (in every body, by every union member) makes the key
+// required. At run time the key is read from the decoded body re-encoded as JSON; an
+// absent or null value is a missing key.
 //
 // # The key a spec declares
 //
