@@ -13,38 +13,74 @@ import (
 //	content: {$ref: '#/components/mediaTypes/OrderJSON'}
 //	components: {mediaTypes: {OrderJSON: {application/json: {schema: ...}}}}
 //
-// That is not OpenAPI (content takes no $ref), and kin-openapi refuses it without a
-// position. idemgen resolves such a $ref when its target is a content map in this
-// document, in the document kin-openapi loads (never in the file); any other such $ref
-// is a located error, each one in the same run.
+// That is not OpenAPI 3.0 or 3.1 (content takes no $ref), and kin-openapi refuses it
+// without a position. OpenAPI 3.2 writes a $ref per media type instead
+// (content: {application/json: {$ref: '#/components/mediaTypes/Order'}}), which
+// kin-openapi's model drops silently: the body would lose its schema. idemgen resolves
+// both when the target is what belongs there (a content map, a media type object) in
+// this document, in the document kin-openapi loads (never in the file); any other such
+// $ref is a located error, each one in the same run.
 
-// contentRef is a `content: {$ref: ...}` of the document.
+// contentRef is a `content: {$ref: ...}` of the document, or a media type object that is
+// a $ref (`content: {application/json: {$ref: ...}}`, OpenAPI 3.2's components/mediaTypes,
+// which kin-openapi's 3.0/3.1 model drops without a word: the body would lose its schema).
 type contentRef struct {
-	content *yaml.Node // the content mapping holding the $ref
-	ref     *yaml.Node // the $ref's value
-	target  *yaml.Node // what it names; nil when it names nothing or no content map
+	holder *yaml.Node // the mapping holding the $ref: the content map, or the media type object
+	ref    *yaml.Node // the $ref's value
+	whole  bool       // the $ref stands for the whole content map
+	target *yaml.Node // what it names, when that is what belongs there; else nil
 }
 
-// contentRefs returns the document's content $refs, in file order: the content fields
-// of request bodies, responses, parameters and headers, never a schema property that
+// contentRefs returns the document's content $refs, in file order: in the content fields
+// of request bodies, responses, parameters and headers, never in a schema property that
 // happens to be named content (schemas, examples and extensions are not searched).
 func (s *source) contentRefs() []contentRef {
 	var out []contentRef
 	walkOutsideSchemas(s.root, func(key, n *yaml.Node) {
-		if key == nil || key.Value != "content" || n.Kind != yaml.MappingNode || len(n.Content) != 2 || n.Content[0].Value != "$ref" {
+		if key == nil || key.Value != "content" || n.Kind != yaml.MappingNode {
 			return
 		}
-		ref := deref(n.Content[1])
-		if ref.Kind != yaml.ScalarNode {
+		if ref := onlyRef(n); ref != nil {
+			c := contentRef{holder: n, ref: ref, whole: true}
+			if t, ok := s.resolveLocal(ref.Value); ok && isContentMap(t) {
+				c.target = t
+			}
+			out = append(out, c)
 			return
 		}
-		c := contentRef{content: n, ref: ref}
-		if t, ok := s.resolvePointer(ref.Value); ok && strings.HasPrefix(ref.Value, "#") && isContentMap(t) {
-			c.target = t
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			mt := deref(n.Content[i+1])
+			ref := onlyRef(mt)
+			if ref == nil {
+				continue
+			}
+			c := contentRef{holder: mt, ref: ref}
+			if t, ok := s.resolveLocal(ref.Value); ok && deref(t).Kind == yaml.MappingNode && !isContentMap(t) {
+				c.target = t
+			}
+			out = append(out, c)
 		}
-		out = append(out, c)
 	})
 	return out
+}
+
+// onlyRef returns the value of the $ref of a mapping that holds a $ref and nothing else.
+func onlyRef(n *yaml.Node) *yaml.Node {
+	if n == nil || n.Kind != yaml.MappingNode || len(n.Content) != 2 || n.Content[0].Value != "$ref" {
+		return nil
+	}
+	if ref := deref(n.Content[1]); ref.Kind == yaml.ScalarNode {
+		return ref
+	}
+	return nil
+}
+
+// resolveLocal resolves a local $ref ("#/..."); other $refs resolve to nothing here.
+func (s *source) resolveLocal(ref string) (*yaml.Node, bool) {
+	if !strings.HasPrefix(ref, "#") {
+		return nil, false
+	}
+	return s.resolvePointer(ref)
 }
 
 // isContentMap reports whether n maps media types ("application/json", "text/*") to
@@ -63,21 +99,26 @@ func isContentMap(n *yaml.Node) bool {
 	return true
 }
 
-// checkContentRefs reports every content $ref idemgen cannot resolve: one whose target
-// is not a content map of this document (a $ref that names nothing is checkTree's).
+// checkContentRefs reports every content $ref idemgen cannot resolve: one that names no
+// content map (for content itself) or no media type object (for a media type) of this
+// document. A local $ref that names nothing is checkTree's.
 func (s *source) checkContentRefs(errs *ErrorList) {
 	for _, c := range s.contentRefs() {
 		if c.target != nil {
 			continue
 		}
-		if _, ok := s.resolvePointer(c.ref.Value); !ok && strings.HasPrefix(c.ref.Value, "#") {
+		_, ok := s.resolveLocal(c.ref.Value)
+		if !ok && strings.HasPrefix(c.ref.Value, "#") {
 			continue // checkTree: does not resolve
 		}
-		what := "is not a content map of this document"
-		if t, ok := s.resolvePointer(c.ref.Value); ok && !isContentMap(t) {
-			what = "names no content map (media type → media type object): which media type it is for is unknown"
+		switch {
+		case !ok:
+			errs.add(s.pos(c.ref), "content: $ref %q is not in this document; OpenAPI takes no $ref for content or a media type: write them inline", c.ref.Value)
+		case c.whole:
+			errs.add(s.pos(c.ref), "content: $ref %q names no content map (media type → media type object): which media type it is for is unknown; OpenAPI takes no $ref for content: write the media types inline, or point the $ref at a content map", c.ref.Value)
+		default:
+			errs.add(s.pos(c.ref), "content: media type $ref %q names no media type object (schema, example, encoding): write it inline, or point the $ref at one", c.ref.Value)
 		}
-		errs.add(s.pos(c.ref), "content: $ref %q %s; OpenAPI takes no $ref for content: write the media types inline, or point the $ref at a content map", c.ref.Value, what)
 	}
 }
 
@@ -89,7 +130,7 @@ func (s *source) inlineContentRefs() ([]byte, bool, error) {
 	subst := map[*yaml.Node]*yaml.Node{}
 	for _, c := range refs {
 		if c.target != nil {
-			subst[c.content] = c.target
+			subst[c.holder] = c.target
 		}
 	}
 	if len(subst) == 0 {

@@ -245,7 +245,9 @@
 //   - OpenAPI 3.1 webhooks and callbacks (requests the service sends) are dropped.
 //   - Bundler output that is not OpenAPI, content: {$ref: '#/components/mediaTypes/X'}
 //     where a content map belongs, is resolved when the $ref names a content map of the
-//     document (media type → media type object): kin-openapi loads the document with it
+//     document (media type → media type object), and so is OpenAPI 3.2's $ref per media
+//     type (application/json: {$ref: ...}) when it names a media type object (which
+//     kin-openapi's 3.0/3.1 model would drop): kin-openapi loads the document with them
 //     inlined (contentref.go). Schemas, examples and extensions are not searched: a
 //     schema property named content is data.
 //
@@ -279,7 +281,8 @@
 //   - a body pointer (or a body property named like a key) on an operation without a
 //     JSON or form body, or accepting other content types beside them, or naming no
 //     property, or a non-string one;
-//   - a content: {$ref: ...} that names no content map of the document (each place).
+//   - a content: {$ref: ...} that names no content map of the document, a media type
+//     $ref that names no media type object, either to another file (each place).
 //
 // A marker field in error does not hide the marker's other errors: the fields are checked
 // against each other and against the operation all the same, except for the checks that

@@ -317,13 +317,16 @@ func TestErrors(t *testing.T) {
 		{"several-key-places.yaml", `testdata/errors/several-key-places.yaml:7:7: x-idempotent: POST /orders declares several places that could carry the idempotency key (header Idempotency-Key, body /idempotency_key): name the one with x-idempotent: {header: NAME} or {body: /POINTER}`},
 		{"query-key-only.yaml", `testdata/errors/query-key-only.yaml:7:7: x-idempotent: POST /orders declares the idempotency key as a query parameter (idempotency_key): idemgen reads a key from a header or the body; declare it as a header too and name it with x-idempotent: {header: NAME}, or mark the operation with x-idempotent: false`},
 		{"body-key-not-string.yaml", `testdata/errors/body-key-not-string.yaml:7:7: x-idempotent (the body's /IdempotencyKey is named like an idempotency key): "/IdempotencyKey": the property has type integer, and a key must be a string`},
-		// A bundler's content $ref that names no content map: every place at once, located
+		// A bundler's content $ref that names no content map, a media type $ref that names
+		// no media type object, one to another file: every place at once, located
 		// (kin-openapi's own message has no position); one that names nothing is a
 		// dangling $ref.
 		{"content-ref.yaml", strings.Join([]string{
 			`testdata/errors/content-ref.yaml:10:17: content: $ref "#/components/mediaTypes/Order" names no content map (media type → media type object): which media type it is for is unknown; OpenAPI takes no $ref for content: write the media types inline, or point the $ref at a content map`,
 			`testdata/errors/content-ref.yaml:15:19: content: $ref "#/components/mediaTypes/Order" names no content map (media type → media type object): which media type it is for is unknown; OpenAPI takes no $ref for content: write the media types inline, or point the $ref at a content map`,
 			`testdata/errors/content-ref.yaml:19:19: $ref "#/components/mediaTypes/Missing" does not resolve: nothing at that path in this document`,
+			`testdata/errors/content-ref.yaml:26:19: content: media type $ref "#/components/mediaTypes/Content" names no media type object (schema, example, encoding): write it inline, or point the $ref at one`,
+			`testdata/errors/content-ref.yaml:31:19: content: $ref "other.yaml#/Content" is not in this document; OpenAPI takes no $ref for content or a media type: write them inline`,
 		}, "\n")},
 		{"methods-safe.yaml", `testdata/errors/methods-safe.yaml:4:19: x-idempotent-defaults.methods: GET is a safe method, idempotent by definition; name methods that change state (post, put, patch, delete)` + "\n" +
 			`testdata/errors/methods-safe.yaml:4:24: x-idempotent-defaults.methods: "fetch" is not a method idemgen marks (want post, put, patch, delete)`},

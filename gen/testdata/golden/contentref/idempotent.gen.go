@@ -18,6 +18,8 @@ import (
 type IdempotentServerInterface interface {
 	// CreateOrder (POST /orders) runs inside the idempotency protocol, see createOrderPolicy.
 	CreateOrder(ctx context.Context, tx idem.Tx, request CreateOrderRequestObject) (CreateOrderResponseObject, error)
+	// CreateRefund (POST /refunds) runs inside the idempotency protocol, see createRefundPolicy.
+	CreateRefund(ctx context.Context, tx idem.Tx, request CreateRefundRequestObject) (CreateRefundResponseObject, error)
 }
 
 // createOrderPolicy is the idempotency policy of createOrder (POST /orders):
@@ -25,6 +27,17 @@ type IdempotentServerInterface interface {
 // lease 30s, retention 24h, no timeout, database default isolation.
 var createOrderPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createOrder",
+	KeySource:   "header Idempotency-Key",
+	KeyRequired: false,
+	Lease:       30 * time.Second,
+	Retention:   24 * time.Hour,
+})
+
+// createRefundPolicy is the idempotency policy of createRefund (POST /refunds):
+// key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// lease 30s, retention 24h, no timeout, database default isolation.
+var createRefundPolicy = idem.MustPolicy(idem.Policy{
+	Operation:   "createRefund",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: false,
 	Lease:       30 * time.Second,
@@ -74,9 +87,28 @@ func (s *idempotentServer) CreateOrder(ctx context.Context, request CreateOrderR
 	return idemResponse{resp}, nil
 }
 
+// CreateRefund runs impl.CreateRefund under createRefundPolicy.
+func (s *idempotentServer) CreateRefund(ctx context.Context, request CreateRefundRequestObject) (CreateRefundResponseObject, error) {
+	parts := []idem.Part{
+		{Name: "body", Value: request.Body},
+	}
+	resp, err := s.store.Do(ctx, createRefundPolicy, request.Params.IdempotencyKey, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
+		out, err := s.impl.CreateRefund(ctx, tx, request)
+		if err != nil || out == nil {
+			return nil, err // with out == nil and no error, Store.Do fails the call
+		}
+		return s.store.Record(out.VisitCreateRefundResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
+	})
+	if err != nil {
+		return nil, err
+	}
+	return idemResponse{resp}, nil
+}
+
 // idemResponse is the answer the protocol decided for a marked operation: the handler's own
 // response (recorded), a replay of the stored one (Idempotent-Replayed: true), or a
 // rejection (400, 409, 413, 422; problem+json unless the store renders them otherwise).
 type idemResponse struct{ r *idem.Response }
 
-func (r idemResponse) VisitCreateOrderResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }
+func (r idemResponse) VisitCreateOrderResponse(w http.ResponseWriter) error  { return r.r.WriteTo(w) }
+func (r idemResponse) VisitCreateRefundResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }
