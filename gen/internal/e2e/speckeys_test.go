@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/gen/testdata/golden/bodykeys"
+	"github.com/idemgen/idemgen/gen/testdata/golden/caseheader"
+	conventionapi "github.com/idemgen/idemgen/gen/testdata/golden/convention"
 	"github.com/idemgen/idemgen/gen/testdata/golden/ecmapattern"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemvalidate"
@@ -226,4 +228,81 @@ func contentType(body string) string {
 		return ""
 	}
 	return "application/json"
+}
+
+type caseHeader struct{ runs }
+
+func (s *caseHeader) CreateOrder(ctx context.Context, tx idem.Tx, _ caseheader.CreateOrderRequestObject) (caseheader.CreateOrderResponseObject, error) {
+	return caseheader.CreateOrder201Response{}, s.run(ctx, tx, "order")
+}
+
+// One key header declared twice in different cases is one header with the stricter of
+// each rule: required (the inline declaration's) and minLength 8 (the shared one's); a
+// key that meets both is the key, in either spelling of the header.
+func TestCaseDuplicateHeaderStricterWins(t *testing.T) {
+	pool := keyDB(t)
+	impl := &caseHeader{}
+	store := idem.NewStore(pool)
+	strict := caseheader.NewStrictHandlerWithOptions(caseheader.NewIdempotentStrictServer(impl, store), nil, caseheader.StrictHTTPServerOptions{
+		RequestErrorHandlerFunc: store.RequestErrorHandler, ResponseErrorHandlerFunc: idem.ResponseErrorHandler,
+	})
+	srv := httptest.NewServer(caseheader.HandlerWithOptions(strict, caseheader.StdHTTPServerOptions{ErrorHandlerFunc: store.RequestErrorHandler}))
+	t.Cleanup(srv.Close)
+	for _, c := range []struct {
+		header map[string]string
+		rule   string
+	}{
+		{nil, "requires an idempotency key (header Idempotency-Key)"},
+		{map[string]string{"idempotency-key": "short"}, "minLength of 8"},
+		{map[string]string{"Idempotency-Key": strings.Repeat("k", 65)}, "maxLength of 64"},
+	} {
+		if r := send(t, srv, "POST", "/orders", c.header, "", ""); r.status != 400 || !strings.Contains(r.body, c.rule) {
+			t.Errorf("%v: %d %s, want 400 naming %q", c.header, r.status, r.body, c.rule)
+		}
+	}
+	if n := count(t, pool, `SELECT count(*) FROM idempotency_keys`); n != 0 || impl.n.Load() != 0 {
+		t.Fatalf("%d keys stored, business ran %d times: want none", n, impl.n.Load())
+	}
+	first := send(t, srv, "POST", "/orders", map[string]string{"Idempotency-Key": "order-0001"}, "", "")
+	again := send(t, srv, "POST", "/orders", map[string]string{"idempotency-key": "order-0001"}, "", "")
+	if first.status != 201 || again.status != 201 || again.header.Get(idem.ReplayedHeader) != "true" || impl.n.Load() != 1 {
+		t.Errorf("%d, then %d %v, business ran %d times: want 201, its replay, and one run", first.status, again.status, again.header, impl.n.Load())
+	}
+}
+
+type convention struct{ runs }
+
+func (s *convention) CreateOrder(ctx context.Context, tx idem.Tx, _ conventionapi.CreateOrderRequestObject) (conventionapi.CreateOrderResponseObject, error) {
+	return conventionapi.CreateOrder201Response{}, s.run(ctx, tx, "order")
+}
+
+func (s *convention) CreateInvoice(context.Context, conventionapi.CreateInvoiceRequestObject) (conventionapi.CreateInvoiceResponseObject, error) {
+	return conventionapi.CreateInvoice201Response{}, nil
+}
+
+func (s *convention) CreateRefund(ctx context.Context, tx idem.Tx, _ conventionapi.CreateRefundRequestObject) (conventionapi.CreateRefundResponseObject, error) {
+	return conventionapi.CreateRefund201Response{}, s.run(ctx, tx, "refund")
+}
+
+// An operation that declares no key listens on the header the spec's other operations
+// declare (X-Idempotency-Key), not on Idempotency-Key: a client that follows the spec's
+// convention is protected.
+func TestAddedHeaderFollowsTheConvention(t *testing.T) {
+	pool := keyDB(t)
+	impl := &convention{}
+	store := idem.NewStore(pool)
+	strict := conventionapi.NewStrictHandlerWithOptions(conventionapi.NewIdempotentStrictServer(impl, store), nil, conventionapi.StrictHTTPServerOptions{
+		RequestErrorHandlerFunc: store.RequestErrorHandler, ResponseErrorHandlerFunc: idem.ResponseErrorHandler,
+	})
+	srv := httptest.NewServer(conventionapi.HandlerWithOptions(strict, conventionapi.StdHTTPServerOptions{ErrorHandlerFunc: store.RequestErrorHandler}))
+	t.Cleanup(srv.Close)
+	h := map[string]string{"X-Idempotency-Key": "refund-0001"}
+	first := send(t, srv, "POST", "/refunds", h, "", "")
+	again := send(t, srv, "POST", "/refunds", h, "", "")
+	if first.status != 201 || again.status != 201 || again.header.Get(idem.ReplayedHeader) != "true" {
+		t.Errorf("%d, then %d %v: want 201 and its replay", first.status, again.status, again.header)
+	}
+	if n := impl.n.Load(); n != 1 {
+		t.Errorf("business ran %d times, want 1", n)
+	}
 }
