@@ -32,8 +32,11 @@ type Options struct {
 	// only the wiring shown in the generated doc comment.
 	Router  string
 	Version string // idemgen version in the header; "" means Version()
-	// Warnf, when set, receives warnings: things that generate but are likely mistakes
-	// (no operation marked x-idempotent).
+	// Warnf, when set, receives warnings, each a located line: things that generate but
+	// are likely mistakes (no operation marked x-idempotent), and every guess idemgen
+	// makes about a key the spec does not declare plainly (the name of an added header,
+	// a header declared twice, a body property that may be the key; see "The key a spec
+	// declares" in the package doc).
 	Warnf func(format string, args ...any)
 }
 
