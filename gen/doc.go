@@ -210,12 +210,15 @@
 //     stays an ordinary query parameter, part of the fingerprint. A key declared only as a
 //     query parameter is an error: the protocol reads keys from a header or the body.
 //
+// With header: or body: (in the marker or the defaults), the place it names is the key;
+// another place the spec declares named like a key is not read, and is reported.
+//
 // Safe operations (GET, HEAD, OPTIONS, TRACE) are never marked; a key header they declare
 // counts for the naming convention, and reaches their handlers as an ordinary parameter.
 //
 // Nothing of this is silent: each guess (an added header's name, a header declared
-// twice, a property that may be the key, a query parameter left alone, keys declared on
-// safe operations) is a warning (Options.Warnf, stderr for the command), and, for a
+// twice, a property that may be the key, a query parameter or another declared place
+// left alone, keys declared on safe operations) is a warning (Options.Warnf, stderr for the command), and, for a
 // marked operation, a "Note:" line of its policy comment.
 //
 // # The base

@@ -551,8 +551,9 @@ func TestWarnings(t *testing.T) {
 			"testdata/golden/caseheader/openapi.yaml:9:7: x-idempotent: POST /orders: the spec declares the key header 2 times, differing only in case (idempotency-key, Idempotency-Key): one header, Idempotency-Key, with the stricter of each rule: required, minLength 8, maxLength 64",
 		}},
 		{"keyplaces", []string{
-			"testdata/golden/keyplaces/openapi.yaml:10:5: 1 safe operation(s) declare an idempotency key header (GET /orders): idemgen does not mark safe methods (idempotent by definition), so no protocol reads their key; it reaches the handler as an ordinary header parameter",
-			"testdata/golden/keyplaces/openapi.yaml:16:5: x-idempotent: POST /orders: the query parameter idempotency_key is not read as the key (the key is header Idempotency-Key); it is an ordinary query parameter, part of the fingerprint",
+			"testdata/golden/keyplaces/openapi.yaml:11:5: 1 safe operation(s) declare an idempotency key header (GET /orders): idemgen does not mark safe methods (idempotent by definition), so no protocol reads their key; it reaches the handler as an ordinary header parameter",
+			"testdata/golden/keyplaces/openapi.yaml:17:5: x-idempotent: POST /orders: the query parameter idempotency_key is not read as the key (the key is header Idempotency-Key); it is an ordinary query parameter, part of the fingerprint",
+			"testdata/golden/keyplaces/openapi.yaml:29:7: x-idempotent: POST /payments: the spec also declares header Idempotency-Key, named like an idempotency key, which is not read as the key (the key is body /idempotency_key, as body: names it)",
 		}},
 		{"ecmapattern", nil},
 		{"contentref", nil},

@@ -122,6 +122,32 @@ func (s *source) queryKeyIgnored(o *operation, mk marker, queries []string, w *w
 	w.add(mk.pos, "%s: %s %s: %s", MarkerExt, o.Method, o.Path, note)
 }
 
+// otherKeys notes the places named like an idempotency key that the spec declares
+// besides the one the marker (or the defaults) names: they are not read as the key.
+func otherKeys(o *operation, mk marker, op *openapi3.Operation, params openapi3.Parameters, w *warnings) {
+	var others []string
+	for _, g := range keyHeaderGroups(params) {
+		if !strings.EqualFold(g[0].Name, o.Key.Header) {
+			others = append(others, "header "+g[0].Name)
+		}
+	}
+	for _, p := range bodyKeyCandidates(op) {
+		if p != o.Key.Body {
+			others = append(others, "body "+p)
+		}
+	}
+	if len(others) == 0 {
+		return
+	}
+	src, field := "header "+o.Key.Header, "header"
+	if o.Key.Body != "" {
+		src, field = "body "+o.Key.Body, "body"
+	}
+	note := fmt.Sprintf("the spec also declares %s, named like an idempotency key, which is not read as the key (the key is %s, as %s: names it)", strings.Join(others, ", "), src, field)
+	o.Notes = append(o.Notes, note)
+	w.add(mk.pos, "%s: %s %s: %s", MarkerExt, o.Method, o.Path, note)
+}
+
 // keyHeaderGroups returns the declared header parameters named like an idempotency key
 // (Idempotency-Key, x-idempotency-key, idempotency_key, IdempotencyKey, any case),
 // grouped by name case-insensitively (header names are): a group of several is one

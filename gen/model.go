@@ -178,8 +178,10 @@ func (s *source) buildOperation(om opMarker, item *openapi3.PathItem, op *openap
 		if q := keyQueryParams(params); len(q) > 0 {
 			s.queryKeyIgnored(o, mk, q, w)
 		}
+		otherKeys(o, mk, op, params, w)
 	case mk.header.set:
 		s.headerKey(o, mk, params, w, errs)
+		otherKeys(o, mk, op, params, w)
 	default:
 		s.declaredKey(o, mk, op, params, conv, w, errs)
 	}

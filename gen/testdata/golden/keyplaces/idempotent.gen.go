@@ -20,6 +20,8 @@ type IdempotentServerInterface interface {
 	ListOrders(ctx context.Context, request ListOrdersRequestObject) (ListOrdersResponseObject, error)
 	// CreateOrder (POST /orders) runs inside the idempotency protocol, see createOrderPolicy.
 	CreateOrder(ctx context.Context, tx idem.Tx, request CreateOrderRequestObject) (CreateOrderResponseObject, error)
+	// CreatePayment (POST /payments) runs inside the idempotency protocol, see createPaymentPolicy.
+	CreatePayment(ctx context.Context, tx idem.Tx, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error)
 }
 
 // createOrderPolicy is the idempotency policy of createOrder (POST /orders, marked by x-idempotent-defaults.methods):
@@ -30,6 +32,19 @@ var createOrderPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createOrder",
 	KeySource:   "header Idempotency-Key",
 	KeyRequired: false,
+	Lease:       30 * time.Second,
+	Retention:   24 * time.Hour,
+})
+
+// createPaymentPolicy is the idempotency policy of createPayment (POST /payments):
+// key from body /idempotency_key, required;
+// lease 30s, retention 24h, no timeout, database default isolation.
+// Declared headers outside the fingerprint (a retry may change them): Idempotency-Key.
+// Note: the spec also declares header Idempotency-Key, named like an idempotency key, which is not read as the key (the key is body /idempotency_key, as body: names it).
+var createPaymentPolicy = idem.MustPolicy(idem.Policy{
+	Operation:   "createPayment",
+	KeySource:   "body /idempotency_key",
+	KeyRequired: true,
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
 })
@@ -81,9 +96,32 @@ func (s *idempotentServer) CreateOrder(ctx context.Context, request CreateOrderR
 	return idemResponse{resp}, nil
 }
 
+// CreatePayment runs impl.CreatePayment under createPaymentPolicy.
+func (s *idempotentServer) CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
+	key, err := idem.KeyFromBody(request.Body, "/idempotency_key")
+	if err != nil {
+		return idemResponse{s.store.Reject(ctx, createPaymentPolicy, err)}, nil
+	}
+	parts := []idem.Part{
+		{Name: "body", Value: request.Body},
+	}
+	resp, err := s.store.Do(ctx, createPaymentPolicy, key, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
+		out, err := s.impl.CreatePayment(ctx, tx, request)
+		if err != nil || out == nil {
+			return nil, err // with out == nil and no error, Store.Do fails the call
+		}
+		return s.store.Record(out.VisitCreatePaymentResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
+	})
+	if err != nil {
+		return nil, err
+	}
+	return idemResponse{resp}, nil
+}
+
 // idemResponse is the answer the protocol decided for a marked operation: the handler's own
 // response (recorded), a replay of the stored one (Idempotent-Replayed: true), or a
 // rejection (400, 409, 413, 422; problem+json unless the store renders them otherwise).
 type idemResponse struct{ r *idem.Response }
 
-func (r idemResponse) VisitCreateOrderResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }
+func (r idemResponse) VisitCreateOrderResponse(w http.ResponseWriter) error   { return r.r.WriteTo(w) }
+func (r idemResponse) VisitCreatePaymentResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }
