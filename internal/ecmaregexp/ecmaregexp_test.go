@@ -20,7 +20,10 @@ func TestECMA(t *testing.T) {
 		{`^(a)\1$`, "aa", true},               // backreference
 		{`[0-9]`, "abc1", true},               // unanchored
 		{`^[a-z]+$`, "abc-1", false},
-		{`^\u00e9$`, "é", true}, // \uXXXX
+		{`^\u00e9$`, "é", true},       // \uXXXX
+		{`^[a-z]+$`, "abc\n", false},  // $ is the end of input (.NET's matches before a final \n)
+		{`^.$`, "\r", false},          // . excludes line terminators
+		{`(?i)^[a-z]+$`, "ABC", true}, // inline flags, which RE2 took, still compile
 	} {
 		re, err := Compile(c.pattern)
 		if err != nil {
