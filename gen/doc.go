@@ -214,11 +214,15 @@
 // another place the spec declares named like a key is not read, and is reported.
 //
 // Safe operations (GET, HEAD, OPTIONS, TRACE) are never marked; a key header they declare
-// counts for the naming convention, and reaches their handlers as an ordinary parameter.
+// counts for the naming convention, and reaches their handlers as an ordinary parameter
+// (one warning for the spec). Unmarked operations that change state and declare a key
+// (x-idempotent-defaults.methods: [post] leaves a PUT that declares Idempotency-Key
+// unmarked) run without the protocol: one warning for the spec lists them, unless
+// x-idempotent: false opts them out on purpose.
 //
 // Nothing of this is silent: each guess (an added header's name, a header declared
 // twice, a property that may be the key, a query parameter or another declared place
-// left alone, keys declared on safe operations) is a warning (Options.Warnf, stderr for the command), and, for a
+// left alone, keys declared on safe or unmarked operations) is a warning (Options.Warnf, stderr for the command), and, for a
 // marked operation, a "Note:" line of its policy comment.
 //
 // # The base

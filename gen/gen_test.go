@@ -545,6 +545,7 @@ func TestWarnings(t *testing.T) {
 			"testdata/golden/bodykeys/openapi.yaml:56:7: x-idempotent: POST /refunds: the key is the added header Idempotency-Key; the request body's /request_id has a description that speaks of idempotency: if it is the key, mark the operation with x-idempotent: {body: /request_id}",
 		}},
 		{"convention", []string{
+			"testdata/golden/convention/openapi.yaml:15:5: 1 unmarked operation(s) declare an idempotency key (POST /invoices): they run without the protocol, and their key reaches the handler as an ordinary parameter or field; mark them (x-idempotent, or x-idempotent-defaults.methods), or opt them out with x-idempotent: false",
 			"testdata/golden/convention/openapi.yaml:25:7: x-idempotent: POST /refunds declares no idempotency key: the added header is named X-Idempotency-Key, as 2 operation(s) of the spec name their key header",
 		}},
 		{"caseheader", []string{

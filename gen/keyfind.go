@@ -364,33 +364,61 @@ func (w *warnings) add(at Pos, format string, args ...any) {
 	*w = append(*w, Error{Pos: at, Msg: fmt.Sprintf(format, args...)})
 }
 
-// safeMethodKeys warns, once for the spec, about safe operations (GET, HEAD, OPTIONS,
-// TRACE) that declare an idempotency key header: idemgen never marks them (they are
-// idempotent by definition), so the protocol does not read their key; it reaches the
-// handler as an ordinary header parameter.
-func (s *source) safeMethodKeys(doc *openapi3.T, w *warnings) {
-	var ops []string
-	var at Pos
+// unprotectedKeys warns, once for the spec each, about the operations that declare an
+// idempotency key (a header, or a body property, named like one) but run without the
+// protocol: safe operations (GET, HEAD, OPTIONS, TRACE), which idemgen never marks
+// (idempotent by definition), and unmarked operations that change state. Their key
+// reaches the handler as an ordinary parameter or field. An operation marked
+// x-idempotent: false was opted out on purpose, and is left alone.
+func (s *source) unprotectedKeys(doc *openapi3.T, marked []opMarker, w *warnings) {
+	isMarked := map[string]bool{}
+	for _, om := range marked {
+		isMarked[strings.ToUpper(om.method)+" "+om.path] = true
+	}
+	var safe, unmarked []string
+	var safeAt, unmarkedAt Pos
 	for _, path := range sortedKeys(doc.Paths.Map()) {
 		item := doc.Paths.Value(path)
-		for _, method := range []string{"get", "head", "options", "trace"} {
+		for _, method := range []string{"get", "head", "options", "trace", "post", "put", "patch", "delete"} {
 			op := item.Operations()[strings.ToUpper(method)]
-			if op == nil || len(keyHeaderCandidates(operationParams(item, op))) == 0 {
+			name := strings.ToUpper(method) + " " + path
+			if op == nil || isMarked[name] || op.Extensions[MarkerExt] == false {
 				continue
 			}
-			if len(ops) == 0 {
-				k, _ := s.lookup("paths", path, method)
-				at = s.pos(k)
+			declares := len(keyHeaderCandidates(operationParams(item, op))) > 0
+			isSafe := !slices.Contains(markableMethods, method)
+			if !isSafe && !declares {
+				declares = len(bodyKeyCandidates(op)) > 0
 			}
-			ops = append(ops, strings.ToUpper(method)+" "+path)
+			if !declares {
+				continue
+			}
+			k, _ := s.lookup("paths", path, method)
+			if isSafe {
+				if len(safe) == 0 {
+					safeAt = s.pos(k)
+				}
+				safe = append(safe, name)
+			} else {
+				if len(unmarked) == 0 {
+					unmarkedAt = s.pos(k)
+				}
+				unmarked = append(unmarked, name)
+			}
 		}
 	}
-	if len(ops) == 0 {
-		return
+	if len(safe) > 0 {
+		w.add(safeAt, "%d safe operation(s) declare an idempotency key header (%s): idemgen does not mark safe methods (idempotent by definition), so no protocol reads their key; it reaches the handler as an ordinary header parameter", len(safe), listSome(safe))
 	}
-	list := strings.Join(ops, ", ")
-	if len(ops) > 3 {
-		list = strings.Join(ops[:3], ", ") + fmt.Sprintf(" and %d more", len(ops)-3)
+	if len(unmarked) > 0 {
+		w.add(unmarkedAt, "%d unmarked operation(s) declare an idempotency key (%s): they run without the protocol, and their key reaches the handler as an ordinary parameter or field; mark them (%s, or %s.methods), or opt them out with %s: false", len(unmarked), listSome(unmarked), MarkerExt, DefaultsExt, MarkerExt)
 	}
-	w.add(at, "%d safe operation(s) declare an idempotency key header (%s): idemgen does not mark safe methods (idempotent by definition), so no protocol reads their key; it reaches the handler as an ordinary header parameter", len(ops), list)
+}
+
+// listSome lists the first three of names, and how many more there are.
+func listSome(names []string) string {
+	if len(names) <= 3 {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:3], ", ") + fmt.Sprintf(" and %d more", len(names)-3)
 }

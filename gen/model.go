@@ -95,7 +95,7 @@ func (s *source) buildModel(doc *openapi3.T, markers []opMarker, errs *ErrorList
 	m := &model{}
 	conv := specKeyConvention(doc)
 	if len(markers) > 0 {
-		s.safeMethodKeys(doc, &m.Warnings)
+		s.unprotectedKeys(doc, markers, &m.Warnings)
 	}
 	for _, om := range markers {
 		item := doc.Paths.Value(om.path)
