@@ -554,7 +554,7 @@ func TestWarnings(t *testing.T) {
 		{"keyplaces", []string{
 			"testdata/golden/keyplaces/openapi.yaml:11:5: 1 safe operation(s) declare an idempotency key header (GET /orders): idemgen does not mark safe methods (idempotent by definition), so no protocol reads their key; it reaches the handler as an ordinary header parameter",
 			"testdata/golden/keyplaces/openapi.yaml:17:5: x-idempotent: POST /orders: the query parameter idempotency_key is not read as the key (the key is header Idempotency-Key); it is an ordinary query parameter, part of the fingerprint",
-			"testdata/golden/keyplaces/openapi.yaml:29:7: x-idempotent: POST /payments: the spec also declares header Idempotency-Key, named like an idempotency key, which is not read as the key (the key is body /idempotency_key, as body: names it)",
+			"testdata/golden/keyplaces/openapi.yaml:39:7: x-idempotent: POST /payments: the spec also declares header Idempotency-Key, named like an idempotency key, which is not read as the key (the key is body /idempotency_key, as body: names it)",
 		}},
 		{"ecmapattern", nil},
 		{"contentref", nil},

@@ -20,6 +20,8 @@ type IdempotentServerInterface interface {
 	ListOrders(ctx context.Context, request ListOrdersRequestObject) (ListOrdersResponseObject, error)
 	// CreateOrder (POST /orders) runs inside the idempotency protocol, see createOrderPolicy.
 	CreateOrder(ctx context.Context, tx idem.Tx, request CreateOrderRequestObject) (CreateOrderResponseObject, error)
+	// ReplaceOrder (PUT /orders/{id})
+	ReplaceOrder(ctx context.Context, request ReplaceOrderRequestObject) (ReplaceOrderResponseObject, error)
 	// CreatePayment (POST /payments) runs inside the idempotency protocol, see createPaymentPolicy.
 	CreatePayment(ctx context.Context, tx idem.Tx, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error)
 }
@@ -94,6 +96,10 @@ func (s *idempotentServer) CreateOrder(ctx context.Context, request CreateOrderR
 		return nil, err
 	}
 	return idemResponse{resp}, nil
+}
+
+func (s *idempotentServer) ReplaceOrder(ctx context.Context, request ReplaceOrderRequestObject) (ReplaceOrderResponseObject, error) {
+	return s.impl.ReplaceOrder(ctx, request)
 }
 
 // CreatePayment runs impl.CreatePayment under createPaymentPolicy.

@@ -28,6 +28,11 @@ type CreateOrderParams struct {
 	IdempotencyKey2 *string `json:"Idempotency-Key,omitempty"`
 }
 
+// ReplaceOrderParams defines parameters for ReplaceOrder.
+type ReplaceOrderParams struct {
+	IdempotencyKey *IdempotencyKey `json:"Idempotency-Key,omitempty"`
+}
+
 // CreatePaymentJSONBody defines parameters for CreatePayment.
 type CreatePaymentJSONBody struct {
 	IdempotencyKey string `json:"idempotency_key"`
@@ -49,6 +54,9 @@ type ServerInterface interface {
 
 	// (POST /orders)
 	CreateOrder(w http.ResponseWriter, r *http.Request, params CreateOrderParams)
+
+	// (PUT /orders/{id})
+	ReplaceOrder(w http.ResponseWriter, r *http.Request, id string, params ReplaceOrderParams)
 
 	// (POST /payments)
 	CreatePayment(w http.ResponseWriter, r *http.Request, params CreatePaymentParams)
@@ -149,6 +157,56 @@ func (siw *ServerInterfaceWrapper) CreateOrder(w http.ResponseWriter, r *http.Re
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CreateOrder(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// ReplaceOrder operation middleware
+func (siw *ServerInterfaceWrapper) ReplaceOrder(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// ------------- Path parameter "id" -------------
+	var id string
+
+	err = runtime.BindStyledParameterWithOptions("simple", "id", r.PathValue("id"), &id, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationPath, Explode: false, Required: true, Type: "string", Format: "", ValueIsUnescaped: true})
+	if err != nil {
+		siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "id", Err: err})
+		return
+	}
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params ReplaceOrderParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey IdempotencyKey
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.ReplaceOrder(w, r, id, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -321,6 +379,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 
 	m.HandleFunc(http.MethodGet+" "+options.BaseURL+"/orders", wrapper.ListOrders)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/orders", wrapper.CreateOrder)
+	m.HandleFunc(http.MethodPut+" "+options.BaseURL+"/orders/{id}", wrapper.ReplaceOrder)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/payments", wrapper.CreatePayment)
 
 	return m
@@ -358,6 +417,23 @@ func (response CreateOrder201Response) VisitCreateOrderResponse(w http.ResponseW
 	return nil
 }
 
+type ReplaceOrderRequestObject struct {
+	Id     string `json:"id"`
+	Params ReplaceOrderParams
+}
+
+type ReplaceOrderResponseObject interface {
+	VisitReplaceOrderResponse(w http.ResponseWriter) error
+}
+
+type ReplaceOrder200Response struct {
+}
+
+func (response ReplaceOrder200Response) VisitReplaceOrderResponse(w http.ResponseWriter) error {
+	w.WriteHeader(200)
+	return nil
+}
+
 type CreatePaymentRequestObject struct {
 	Params CreatePaymentParams
 	Body   *CreatePaymentJSONRequestBody
@@ -383,6 +459,9 @@ type StrictServerInterface interface {
 
 	// (POST /orders)
 	CreateOrder(ctx context.Context, request CreateOrderRequestObject) (CreateOrderResponseObject, error)
+
+	// (PUT /orders/{id})
+	ReplaceOrder(ctx context.Context, request ReplaceOrderRequestObject) (ReplaceOrderResponseObject, error)
 
 	// (POST /payments)
 	CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error)
@@ -472,6 +551,33 @@ func (sh *strictHandler) CreateOrder(w http.ResponseWriter, r *http.Request, par
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CreateOrderResponseObject); ok {
 		if err := validResponse.VisitCreateOrderResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// ReplaceOrder operation middleware
+func (sh *strictHandler) ReplaceOrder(w http.ResponseWriter, r *http.Request, id string, params ReplaceOrderParams) {
+	var request ReplaceOrderRequestObject
+
+	request.Id = id
+	request.Params = params
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.ReplaceOrder(ctx, request.(ReplaceOrderRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "ReplaceOrder")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(ReplaceOrderResponseObject); ok {
+		if err := validResponse.VisitReplaceOrderResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
