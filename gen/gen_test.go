@@ -311,7 +311,10 @@ func TestErrors(t *testing.T) {
 		{"duplicate-key.yaml", `testdata/errors/duplicate-key.yaml:9:7: duplicate key "operationId" (first at 6:7)`},
 		{"several-key-headers.yaml", `testdata/errors/several-key-headers.yaml:7:7: x-idempotent: POST /orders declares several headers that could carry the idempotency key (Idempotency-Key, x-idempotency-key): name the one with x-idempotent: {header: NAME}`},
 		{"header-not-string.yaml", `testdata/errors/header-not-string.yaml:7:7: x-idempotent.header: the declared header parameter "Idempotency-Key" must have a string schema to carry the key (it has type integer)`},
-		{"bad-pattern.yaml", "testdata/errors/bad-pattern.yaml:7:7: x-idempotent: the key's pattern \"^[a-z]+($\" is not an ECMA-262 regular expression: error parsing regexp: missing closing ) in `^[a-z]+($`"},
+		// A key pattern that is not ECMA-262 is located at the pattern, inline or in a
+		// $ref'd parameter.
+		{"bad-pattern.yaml", "testdata/errors/bad-pattern.yaml:11:43: x-idempotent: the key's pattern \"^[a-z]+($\" is not an ECMA-262 regular expression: error parsing regexp: missing closing ) in `^[a-z]+($`\n" +
+			"testdata/errors/bad-pattern.yaml:29:18: x-idempotent: the key's pattern \"(?<=a\" is not an ECMA-262 regular expression: error parsing regexp: missing closing ) in `(?<=a`"},
 		// Issue 17: the key a spec declares, found by its name, in several places; only
 		// in a query parameter; a body key named like one that is not a string.
 		{"several-key-places.yaml", `testdata/errors/several-key-places.yaml:7:7: x-idempotent: POST /orders declares several places that could carry the idempotency key (header Idempotency-Key, body /idempotency_key): name the one with x-idempotent: {header: NAME} or {body: /POINTER}`},

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"go.yaml.in/yaml/v4"
 
 	"github.com/idemgen/idemgen/internal/ecmaregexp"
 )
@@ -50,7 +51,41 @@ func (s *source) declaredHeaderKey(o *operation, mk marker, decl *openapi3.Param
 		errs.add(at, "%s.header: the declared header parameter %q must have a string schema to carry the key (it has %s)", MarkerExt, decl.Name, typeName(schemaOf(decl.Schema)))
 		return
 	}
+	if p := decl.Schema.Value.Pattern; p != "" {
+		if pat, ok := s.headerPatternPos(o, decl.Name, p); ok {
+			at = pat // a pattern in error is located at itself
+		}
+	}
 	o.Key.Schema = s.readKeySchema(decl.Schema.Value, at, errs)
+}
+
+// headerPatternPos returns the position of pattern in the schema of o's declared header
+// parameter name (any case; the operation's or its path item's, local $refs followed).
+func (s *source) headerPatternPos(o *operation, name, pattern string) (Pos, bool) {
+	_, item := s.lookup("paths", o.Path)
+	if item == nil {
+		return Pos{}, false
+	}
+	_, op := entry(item, strings.ToLower(o.Method))
+	for _, owner := range []*yaml.Node{op, item} {
+		_, list := entry(owner, "parameters")
+		if list == nil || list.Kind != yaml.SequenceNode {
+			continue
+		}
+		for _, p := range list.Content {
+			p = s.resolve(p)
+			_, in := entry(p, "in")
+			_, n := entry(p, "name")
+			if in == nil || n == nil || in.Value != "header" || !strings.EqualFold(n.Value, name) {
+				continue
+			}
+			_, sch := entry(p, "schema")
+			if _, pat := entry(s.resolve(sch), "pattern"); pat != nil && pat.Value == pattern {
+				return s.pos(pat), true
+			}
+		}
+	}
+	return Pos{}, false
 }
 
 // keyHeaderCandidates returns the declared header parameters whose name is an
