@@ -7,13 +7,15 @@
 //
 // [Generate] is one pipeline, a step per file:
 //
-//  1. load (load.go, source.go): the spec file as a node tree, for positions (JSON is read
-//     with encoding/json's tokenizer, YAML with go.yaml.in/yaml/v4), and as kin-openapi's
-//     document (external $refs to local files only).
-//  2. check (check.go, marker.go, model.go, key.go): every check of the run, reported at
-//     once as an [ErrorList] of FILE:LINE:COL errors: the document itself (duplicate keys,
-//     local $refs, path templates against their path parameters), then the markers, then
-//     each marker against the operation it marks. The result is the typed model.
+//  1. load (load.go, source.go, contentref.go): the spec file as a node tree, for
+//     positions (JSON is read with encoding/json's tokenizer, YAML with
+//     go.yaml.in/yaml/v4), and as kin-openapi's document (external $refs to local files
+//     only; a bundler's content $refs resolved).
+//  2. check (check.go, marker.go, model.go, key.go, keyfind.go): every check of the run,
+//     reported at once as an [ErrorList] of FILE:LINE:COL errors: the document itself
+//     (duplicate keys, local $refs, path templates against their path parameters), then
+//     the markers, then each marker against the operation it marks, and the key each
+//     operation declares. The result is the typed model, and the warnings.
 //  3. names (rewrite.go, names.go): the loaded document is rewritten, in memory, into the
 //     one the base is generated from (see "The base" below).
 //  4. base (base.go, router.go): oapi-codegen v2 as a library (models, the router's
@@ -108,7 +110,7 @@
 //	x-idempotent: false         # not marked (also opts out of x-idempotent-defaults.methods)
 //	x-idempotent:
 //	  header: Idempotency-Key   # key from this request header (see "Key header")
-//	  body: /idempotency_key    # or: key from this JSON pointer into the JSON body
+//	  body: /idempotency_key    # or: key from this JSON pointer into the JSON or form body
 //	  required: true            # no key → 400 (default false: no key runs unprotected)
 //	  lease: 30s                # Go duration ≥ 1ms (default 30s)
 //	  retention: 24h            # Go duration ≥ 1ms, ≥ lease (default 24h)
@@ -150,28 +152,78 @@
 // is an error.
 //
 // Key header. With header: NAME (in the marker or the defaults), the operation's declared
-// header parameter of that name (any case) is the key, its spelling wins. Without it, a
-// declared header parameter whose name is an idempotency key in any spelling
-// (Idempotency-Key, x-idempotency-key, idempotency_key, IdempotencyKey, any case) is the
-// key; several such headers are an error asking for header:. When no header is declared,
-// idemgen adds Idempotency-Key (or the named one) as an optional header to the base it
-// writes (with -base=external it cannot: the spec must declare it). A declared key
-// header may have any string schema: its minLength, maxLength, pattern and format: uuid
-// become the policy's KeySchema, checked by the protocol before any SQL (400 naming the
-// rule); required: true makes the key required. A format: uuid key is one key in any
-// case: the protocol uses the uuid in lowercase (idem.KeySchema.Canonical), the form
-// oapi-codegen's uuid type yields under -base=external. (That type's decoder also takes
-// the {braced}, urn:uuid: and 32-digit spellings, and a malformed key fails its
-// parameter decoding, answered by the router's error handler; in idemgen's base the key
-// must be 8-4-4-4-12, else the protocol's 400.) In the base, the key header is an
-// optional plain string whatever the spec says, so that the protocol, not the parameter
-// decoder, answers a missing or malformed key.
+// header parameter of that name (any case) is the key, its spelling wins. When no header
+// is declared, idemgen adds NAME as an optional header to the base it writes (with
+// -base=external it cannot: the spec must declare it). A declared key header may have any
+// string schema: its minLength, maxLength, pattern and format: uuid become the policy's
+// KeySchema, checked by the protocol before any SQL (400 naming the rule); required: true
+// makes the key required. A format: uuid key is one key in any case: the protocol uses the
+// uuid in lowercase (idem.KeySchema.Canonical), the form oapi-codegen's uuid type yields
+// under -base=external. (That type's decoder also takes the {braced}, urn:uuid: and
+// 32-digit spellings, and a malformed key fails its parameter decoding, answered by the
+// router's error handler; in idemgen's base the key must be 8-4-4-4-12, else the
+// protocol's 400.) In the base, the key header is an optional plain string whatever the
+// spec says, so that the protocol, not the parameter decoder, answers a missing or
+// malformed key.
 //
-// Body key. The pointer must name a string property of the JSON request body schema
-// (allOf members are searched); its constraints become the KeySchema as for a header, and
-// a property required at every level of a required body makes the key required. At run
-// time the key is read from the decoded body re-encoded as JSON; an absent or null value
-// is a missing key.
+// Patterns are ECMA-262 regular expressions, as OpenAPI defines pattern: lookahead
+// (^(?!\s)(.*)(\S)$), lookbehind and backreferences included. The generator checks that
+// a key pattern compiles, and the protocol (idem.KeySchema) and request validation
+// (idemvalidate) match with one engine, github.com/dlclark/regexp2 in ECMAScript mode,
+// each match bounded by 100ms (a backtracking engine can take exponential time on a
+// pattern such as (a+)+$; a match that runs longer is no match).
+//
+// Body key. The pointer must name a string property of the JSON or form
+// (application/x-www-form-urlencoded) request body schema (allOf members are searched,
+// and a property every member of a oneOf or anyOf declares counts); an operation that
+// accepts both a JSON and a form body needs the property in each, and the key is read
+// from the body the request sends; any other content type beside them is an error. Its
+// constraints become the KeySchema as for a header, and a property required at every
+// level of a required body (in every body, by every union member) makes the key
+// required. At run time the key is read from the decoded body re-encoded as JSON; an
+// absent or null value is a missing key.
+//
+// # The key a spec declares
+//
+// With x-idempotent: true (or a marker that names neither header nor body), the key is
+// the one the spec declares, found by its name: a header parameter, or a top-level
+// property of the JSON or form request body, whose name is an idempotency key in any
+// spelling (Idempotency-Key, x-idempotency-key, idempotency_key, IdempotencyKey,
+// idempotencyKey, any case). Then:
+//
+//   - one such header, or one such property: it is the key, with its constraints and
+//     required-ness as above;
+//   - several (two headers, or a header and a property): an error asking for header: or
+//     body:;
+//   - one header declared more than once, differing only in case (a shared component
+//     idempotency-key and an inline Idempotency-Key): one header, since header names are
+//     case-insensitive. The stricter declaration gives the spelling (required beats
+//     optional, then the one with more constraints), and each rule takes its stricter
+//     value among them (required if any is, the larger minLength, the smaller maxLength,
+//     a pattern or format the winner lacks);
+//   - none: idemgen adds an optional header, named as the spec's operations (any method)
+//     name their key header most often (X-Idempotency-Key in a spec that declares it
+//     elsewhere), else Idempotency-Key. A body property whose name speaks of idempotency
+//     without being a key's name (idempotency_token), or whose description does, is
+//     reported, naming the marker that would make it the key (body: /request_id);
+//   - a query parameter so named beside a header or body key is not read as the key: it
+//     stays an ordinary query parameter, part of the fingerprint. A key declared only as a
+//     query parameter is an error: the protocol reads keys from a header or the body.
+//
+// With header: or body: (in the marker or the defaults), the place it names is the key;
+// another place the spec declares named like a key is not read, and is reported.
+//
+// Safe operations (GET, HEAD, OPTIONS, TRACE) are never marked; a key header they declare
+// counts for the naming convention, and reaches their handlers as an ordinary parameter
+// (one warning for the spec). Unmarked operations that change state and declare a key
+// (x-idempotent-defaults.methods: [post] leaves a PUT that declares Idempotency-Key
+// unmarked) run without the protocol: one warning for the spec lists them, unless
+// x-idempotent: false opts them out on purpose.
+//
+// Nothing of this is silent: each guess (an added header's name, a header declared
+// twice, a property that may be the key, a query parameter or another declared place
+// left alone, keys declared on safe or unmarked operations) is a warning (Options.Warnf, stderr for the command), and, for a
+// marked operation, a "Note:" line of its policy comment.
 //
 // # The base
 //
@@ -198,6 +250,13 @@
 //     sharing a name) is dropped: the union is generated without its discriminator
 //     accessors; its JSON is unchanged.
 //   - OpenAPI 3.1 webhooks and callbacks (requests the service sends) are dropped.
+//   - Bundler output that is not OpenAPI, content: {$ref: '#/components/mediaTypes/X'}
+//     where a content map belongs, is resolved when the $ref names a content map of the
+//     document (media type → media type object), and so is OpenAPI 3.2's $ref per media
+//     type (application/json: {$ref: ...}) when it names a media type object (which
+//     kin-openapi's 3.0/3.1 model would drop): kin-openapi loads the document with them
+//     inlined (contentref.go). Schemas, examples and extensions are not searched: a
+//     schema property named content is data.
 //
 // # Errors
 //
@@ -220,13 +279,17 @@
 //   - a marker on a path item, on an operation of a path item that is a $ref (markers
 //     are read from the spec file itself), on GET/HEAD/OPTIONS/TRACE, or on an operation
 //     that answers with a stream;
-//   - several declared headers that could carry the key, a declared key header whose
-//     schema is not a string, or whose pattern Go's regexp cannot compile, declared
-//     required while the marker says required: false; a fingerprint header the operation
+//   - several declared headers or body properties that could carry the key, a key
+//     declared only as a query parameter, a declared key header whose schema is not a
+//     string, or whose pattern is not an ECMA-262 regular expression, declared required
+//     while the marker says required: false; a fingerprint header the operation
 //     does not declare as a header (a cookie is never part of the fingerprint), or that
 //     is the key header; each located at its item of the fingerprint-headers list;
-//   - a body pointer on an operation without a JSON body, or accepting several content
-//     types, or naming no property, or a non-string one.
+//   - a body pointer (or a body property named like a key) on an operation without a
+//     JSON or form body, or accepting other content types beside them, or naming no
+//     property, or a non-string one;
+//   - a content: {$ref: ...} that names no content map of the document, a media type
+//     $ref that names no media type object, either to another file (each place).
 //
 // A marker field in error does not hide the marker's other errors: the fields are checked
 // against each other and against the operation all the same, except for the checks that

@@ -75,6 +75,10 @@ func FuzzSpecMarkers(f *testing.F) {
 	f.Add([]byte("paths:\n\t/a: x\n"))
 	f.Add([]byte("{\"paths\": {\"/a\": {\"put\": {\"x-idempotent\": {\"lease\": \"1s\"}}}}}"))
 	f.Add([]byte("paths:\n  /a:\n    post:\n      x-idempotent: {header: X}\n      parameters: [{$ref: '#/nope'}]\n"))
+	// The key a spec declares (keyfind.go): a body property, a header twice in two cases,
+	// a query parameter beside it.
+	f.Add([]byte("paths:\n  /a:\n    post:\n      x-idempotent: true\n      requestBody: {content: {application/json: {schema: {type: object, required: [idempotency_key], properties: {idempotency_key: {type: string}}}}}}\n"))
+	f.Add([]byte("paths:\n  /a:\n    post:\n      x-idempotent: true\n      parameters: [{name: idempotency-key, in: header, schema: {type: string, minLength: 2}}, {name: Idempotency-Key, in: header, required: true}, {name: idempotency_key, in: query}]\n"))
 	f.Fuzz(func(t *testing.T, doc []byte) {
 		checkMarkersLocated(t, doc, !bytes.Contains(doc, []byte("$ref")))
 	})

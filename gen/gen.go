@@ -32,8 +32,11 @@ type Options struct {
 	// only the wiring shown in the generated doc comment.
 	Router  string
 	Version string // idemgen version in the header; "" means Version()
-	// Warnf, when set, receives warnings: things that generate but are likely mistakes
-	// (no operation marked x-idempotent).
+	// Warnf, when set, receives warnings, each a located line: things that generate but
+	// are likely mistakes (no operation marked x-idempotent), and every guess idemgen
+	// makes about a key the spec does not declare plainly (the name of an added header,
+	// a header declared twice, a body property that may be the key; see "The key a spec
+	// declares" in the package doc).
 	Warnf func(format string, args ...any)
 }
 
@@ -93,6 +96,11 @@ func Generate(opts Options) ([]File, error) {
 	}
 	if len(m.Ops) == 0 && opts.Warnf != nil {
 		opts.Warnf("%s: no operation is marked %s: the idempotent layer passes every operation through", opts.Spec, MarkerExt)
+	}
+	for _, w := range m.Warnings {
+		if opts.Warnf != nil {
+			opts.Warnf("%s", w.Error())
+		}
 	}
 	for _, u := range m.Unmarked {
 		if opts.Warnf != nil {
@@ -155,6 +163,7 @@ func check(s *spec, opts Options) (*model, error) {
 	var errs ErrorList
 	s.src.checkTree(&errs)
 	s.src.checkPathTemplates(&errs)
+	s.src.checkContentRefs(&errs)
 	s.src.checkSpelling(&errs)
 	_, markers := s.src.readMarkers(&errs)
 	if s.loadErr != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -41,6 +42,12 @@ var goldenCases = []string{
 	"names",        // valid specs oapi-codegen alone fails on: name collisions, a schema named "400", webhooks, ...
 	"unicode",      // JSON with UTF-16 surrogate pair escapes
 	"multifile",    // $refs to schemas and responses in other files
+	"ecmapattern",  // issue 17 class 1: ECMA-262 key and body patterns (a negative lookahead)
+	"bodykeys",     // class 2: the key a JSON or form body declares; a property that only suggests it
+	"convention",   // class 3: the added header named as the spec's other operations name theirs
+	"caseheader",   // class 4: one key header declared twice in different cases: the stricter wins
+	"contentref",   // class 6: a bundler's content: {$ref: ...} to a content map, resolved
+	"keyplaces",    // class 7: the key declared on a GET too, and as a header and a query parameter
 	"chirouter",    // routers.yaml with -router chi (served by gen/internal/e2e, as are the five below)
 	"echorouter",   // routers.yaml with -router echo
 	"ginrouter",    // routers.yaml with -router gin
@@ -269,7 +276,7 @@ func TestErrors(t *testing.T) {
 			`testdata/errors/store.yaml:16:20: x-idempotent.isolation: POST /follows keeps its keys in Redis (store: redis): its business gets no transaction, so no isolation level; drop one of them`,
 		}, "\n")},
 		{"lease-submillisecond.yaml", `testdata/errors/lease-submillisecond.yaml:8:16: x-idempotent.lease: "500us" is shorter than the 1ms minimum`},
-		{"body-several-types.yaml", `testdata/errors/body-several-types.yaml:8:15: x-idempotent.body: POST /orders accepts several request content types (application/json, application/x-www-form-urlencoded); a key in the body is read from one JSON body only: accept only that one, or take the key from a header`},
+		{"body-several-types.yaml", `testdata/errors/body-several-types.yaml:8:15: x-idempotent.body: POST /orders accepts several request content types (application/json, multipart/form-data); a key in the body is read from JSON and form bodies only: accept only those, or take the key from a header`},
 		{"field-twice.yaml", `testdata/errors/field-twice.yaml:9:9: duplicate key "lease" (first at 8:9)`},
 		{"required-contradicts-header.yaml", `testdata/errors/required-contradicts-header.yaml:8:19: x-idempotent.required: false, but the spec declares header Idempotency-Key as required: true`},
 		{"swagger2.yaml", `testdata/errors/swagger2.yaml:1:1: swagger "2.0": a Swagger 2.0 document; idemgen reads OpenAPI 3.0 and 3.1 (convert it first)`},
@@ -277,7 +284,7 @@ func TestErrors(t *testing.T) {
 		{"bad-header.yaml", `testdata/errors/bad-header.yaml:8:17: x-idempotent.header: "Idempotency Key" is not a valid HTTP header name (RFC 9110 token)`},
 		{"body-missing-field.yaml", `testdata/errors/body-missing-field.yaml:8:15: x-idempotent.body: "/idem_key": the request body schema has no property "idem_key" there`},
 		{"body-not-string.yaml", `testdata/errors/body-not-string.yaml:8:15: x-idempotent.body: "/amount": the property has type integer, and a key must be a string`},
-		{"body-no-body.yaml", `testdata/errors/body-no-body.yaml:9:15: x-idempotent.body: POST /jobs/{id}/run has no JSON request body to read the key from`},
+		{"body-no-body.yaml", `testdata/errors/body-no-body.yaml:9:15: x-idempotent.body: POST /jobs/{id}/run has no JSON or form request body to read the key from`},
 		{"safe-method.yaml", `testdata/errors/safe-method.yaml:9:7: x-idempotent: GET /orders is a safe method, idempotent by definition; mark operations that change state (POST, PUT, PATCH, DELETE)`},
 		{"wrong-type.yaml", `testdata/errors/wrong-type.yaml:7:21: x-idempotent: want true or an object, got "yes"`},
 		{"bad-isolation.yaml", `testdata/errors/bad-isolation.yaml:8:20: x-idempotent.isolation: "snapshot" is not an isolation level (want "serializable", "repeatable read", "read committed" or "read uncommitted")`},
@@ -304,7 +311,26 @@ func TestErrors(t *testing.T) {
 		{"duplicate-key.yaml", `testdata/errors/duplicate-key.yaml:9:7: duplicate key "operationId" (first at 6:7)`},
 		{"several-key-headers.yaml", `testdata/errors/several-key-headers.yaml:7:7: x-idempotent: POST /orders declares several headers that could carry the idempotency key (Idempotency-Key, x-idempotency-key): name the one with x-idempotent: {header: NAME}`},
 		{"header-not-string.yaml", `testdata/errors/header-not-string.yaml:7:7: x-idempotent.header: the declared header parameter "Idempotency-Key" must have a string schema to carry the key (it has type integer)`},
-		{"bad-pattern.yaml", "testdata/errors/bad-pattern.yaml:7:7: x-idempotent: the key's pattern \"^(?!test)[a-z]+$\" is not one Go's regexp (RE2) can check: error parsing regexp: invalid or unsupported Perl syntax: `(?!`"},
+		// A key pattern that is not ECMA-262 is located at the pattern, inline or in a
+		// $ref'd parameter.
+		{"bad-pattern.yaml", "testdata/errors/bad-pattern.yaml:11:43: x-idempotent: the key's pattern \"^[a-z]+($\" is not an ECMA-262 regular expression: error parsing regexp: missing closing ) in `^[a-z]+($`\n" +
+			"testdata/errors/bad-pattern.yaml:29:18: x-idempotent: the key's pattern \"(?<=a\" is not an ECMA-262 regular expression: error parsing regexp: missing closing ) in `(?<=a`"},
+		// Issue 17: the key a spec declares, found by its name, in several places; only
+		// in a query parameter; a body key named like one that is not a string.
+		{"several-key-places.yaml", `testdata/errors/several-key-places.yaml:7:7: x-idempotent: POST /orders declares several places that could carry the idempotency key (header Idempotency-Key, body /idempotency_key): name the one with x-idempotent: {header: NAME} or {body: /POINTER}`},
+		{"query-key-only.yaml", `testdata/errors/query-key-only.yaml:7:7: x-idempotent: POST /orders declares the idempotency key as a query parameter (idempotency_key): idemgen reads a key from a header or the body; declare it as a header too and name it with x-idempotent: {header: NAME}, or mark the operation with x-idempotent: false`},
+		{"body-key-not-string.yaml", `testdata/errors/body-key-not-string.yaml:7:7: x-idempotent (the body's /IdempotencyKey is named like an idempotency key): "/IdempotencyKey": the property has type integer, and a key must be a string`},
+		// A bundler's content $ref that names no content map, a media type $ref that names
+		// no media type object, one to another file: every place at once, located
+		// (kin-openapi's own message has no position); one that names nothing is a
+		// dangling $ref.
+		{"content-ref.yaml", strings.Join([]string{
+			`testdata/errors/content-ref.yaml:10:17: content: $ref "#/components/mediaTypes/Order" names no content map (media type → media type object): which media type it is for is unknown; OpenAPI takes no $ref for content: write the media types inline, or point the $ref at a content map`,
+			`testdata/errors/content-ref.yaml:15:19: content: $ref "#/components/mediaTypes/Order" names no content map (media type → media type object): which media type it is for is unknown; OpenAPI takes no $ref for content: write the media types inline, or point the $ref at a content map`,
+			`testdata/errors/content-ref.yaml:19:19: $ref "#/components/mediaTypes/Missing" does not resolve: nothing at that path in this document`,
+			`testdata/errors/content-ref.yaml:26:19: content: media type $ref "#/components/mediaTypes/Content" names no media type object (schema, example, encoding): write it inline, or point the $ref at one`,
+			`testdata/errors/content-ref.yaml:31:19: content: $ref "other.yaml#/Content" is not in this document; OpenAPI takes no $ref for content or a media type: write them inline`,
+		}, "\n")},
 		{"methods-safe.yaml", `testdata/errors/methods-safe.yaml:4:19: x-idempotent-defaults.methods: GET is a safe method, idempotent by definition; name methods that change state (post, put, patch, delete)` + "\n" +
 			`testdata/errors/methods-safe.yaml:4:24: x-idempotent-defaults.methods: "fetch" is not a method idemgen marks (want post, put, patch, delete)`},
 		{"fingerprint-undeclared.yaml", `testdata/errors/fingerprint-undeclared.yaml:8:31: x-idempotent.fingerprint-headers: POST /orders declares no header parameter X-Dry-Run (only declared headers reach the handler)`},
@@ -507,4 +533,47 @@ func funcDoc(t *testing.T, files []gen.File, name string) string {
 	}
 	t.Fatalf("%s: no documented func %s", gen.IdempotentFile, name)
 	return ""
+}
+
+// TestWarnings: every guess idemgen makes about the key is a warning (and a line of the
+// policy comment, in the golden files), with its position; a spec that declares its key
+// plainly gets none.
+func TestWarnings(t *testing.T) {
+	for _, c := range []struct {
+		golden string
+		want   []string
+	}{
+		{"bodykeys", []string{
+			"testdata/golden/bodykeys/openapi.yaml:56:7: x-idempotent: POST /refunds: the key is the added header Idempotency-Key; the request body's /idempotency_token has a name that speaks of idempotency: if it is the key, mark the operation with x-idempotent: {body: /idempotency_token}",
+			"testdata/golden/bodykeys/openapi.yaml:56:7: x-idempotent: POST /refunds: the key is the added header Idempotency-Key; the request body's /request_id has a description that speaks of idempotency: if it is the key, mark the operation with x-idempotent: {body: /request_id}",
+		}},
+		{"convention", []string{
+			"testdata/golden/convention/openapi.yaml:15:5: 1 unmarked operation(s) declare an idempotency key (POST /invoices): they run without the protocol, and their key reaches the handler as an ordinary parameter or field; mark them (x-idempotent, or x-idempotent-defaults.methods), or opt them out with x-idempotent: false",
+			"testdata/golden/convention/openapi.yaml:25:7: x-idempotent: POST /refunds declares no idempotency key: the added header is named X-Idempotency-Key, as 2 operation(s) of the spec name their key header",
+		}},
+		{"caseheader", []string{
+			"testdata/golden/caseheader/openapi.yaml:9:7: x-idempotent: POST /orders: the spec declares the key header 2 times, differing only in case (idempotency-key, Idempotency-Key): one header, Idempotency-Key, with the stricter of each rule: required, minLength 8, maxLength 64",
+		}},
+		{"keyplaces", []string{
+			"testdata/golden/keyplaces/openapi.yaml:11:5: 1 safe operation(s) declare an idempotency key header (GET /orders): idemgen does not mark safe methods (idempotent by definition), so no protocol reads their key; it reaches the handler as an ordinary header parameter",
+			"testdata/golden/keyplaces/openapi.yaml:17:5: x-idempotent: POST /orders: the query parameter idempotency_key is not read as the key (the key is header Idempotency-Key); it is an ordinary query parameter, part of the fingerprint",
+			"testdata/golden/keyplaces/openapi.yaml:39:7: x-idempotent: POST /payments: the spec also declares header Idempotency-Key, named like an idempotency key, which is not read as the key (the key is body /idempotency_key, as body: names it)",
+		}},
+		{"ecmapattern", nil},
+		{"contentref", nil},
+		{"keyspec", nil},
+	} {
+		t.Run(c.golden, func(t *testing.T) {
+			var got []string
+			opts := gen.Options{Spec: goldenSpec(t, c.golden), Package: c.golden, Warnf: func(format string, args ...any) {
+				got = append(got, fmt.Sprintf(format, args...))
+			}}
+			if _, err := gen.Generate(opts); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+			}
+		})
+	}
 }

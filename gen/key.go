@@ -3,57 +3,89 @@ package gen
 import (
 	"fmt"
 	"mime"
-	"regexp"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
+	"go.yaml.in/yaml/v4"
 
-	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/internal/ecmaregexp"
 )
 
-// headerKey resolves a header key: the marker's (or the defaults') header, else the one
-// declared header spelled like an idempotency key, else idem.DefaultKeyHeader
-// (Idempotency-Key), added by idemgen.
-func (s *source) headerKey(o *operation, mk marker, params openapi3.Parameters, errs *ErrorList) {
-	at := mk.pos
-	var declared *openapi3.Parameter
-	if mk.header.set {
-		at = mk.header.pos
-		o.Key.Header = mk.header.v
-		declared = findParam(params, openapi3.ParameterInHeader, mk.header.v)
-	} else {
-		candidates := keyHeaderCandidates(params)
-		switch len(candidates) {
-		case 0:
-			o.Key.Header = idem.DefaultKeyHeader
-		case 1:
-			declared = candidates[0]
-		default:
-			var names []string
-			for _, c := range candidates {
-				names = append(names, c.Name)
-			}
-			errs.add(mk.pos, "%s: %s %s declares several headers that could carry the idempotency key (%s): name the one with %s: {header: NAME}",
-				MarkerExt, o.Method, o.Path, strings.Join(names, ", "), MarkerExt)
-			return
+// headerKey resolves the key of a marker (or defaults) that names its header: the
+// operation's declared header parameter of that name (any case) when there is one, else
+// a header idemgen adds, optional.
+func (s *source) headerKey(o *operation, mk marker, params openapi3.Parameters, w *warnings, errs *ErrorList) {
+	n0 := len(*errs)
+	o.Key.Header = mk.header.v
+	var decls []*openapi3.Parameter
+	for _, p := range params {
+		if p.Value != nil && p.Value.In == openapi3.ParameterInHeader && strings.EqualFold(p.Value.Name, mk.header.v) {
+			decls = append(decls, p.Value)
 		}
 	}
-	if declared == nil {
-		return // idemgen adds it, optional
+	switch len(decls) {
+	case 0:
+		// idemgen adds it, optional
+	case 1:
+		s.declaredHeaderKey(o, mk, decls[0], mk.header.pos, errs)
+	default:
+		s.declaredHeaderKey(o, mk, s.mergeCaseDuplicates(o, mk, decls, w), mk.header.pos, errs)
 	}
-	o.Key.Header, o.Key.Declared = declared.Name, true
-	if declared.Required {
+	if q := keyQueryParams(params); len(q) > 0 && len(*errs) == n0 {
+		s.queryKeyIgnored(o, mk, q, w)
+	}
+}
+
+// declaredHeaderKey makes the declared header parameter decl the key: its spelling, its
+// required-ness and its string schema's constraints. at locates errors about it.
+func (s *source) declaredHeaderKey(o *operation, mk marker, decl *openapi3.Parameter, at Pos, errs *ErrorList) {
+	o.Key.Header, o.Key.Declared = decl.Name, true
+	if decl.Required {
 		if mk.required.set && !mk.required.v {
-			errs.add(mk.required.pos, "%s.required: false, but the spec declares header %s as required: true", MarkerExt, declared.Name)
+			errs.add(mk.required.pos, "%s.required: false, but the spec declares header %s as required: true", MarkerExt, decl.Name)
 			return
 		}
 		o.Required = true
 	}
-	if declared.Schema == nil || declared.Schema.Value == nil || !isString(declared.Schema.Value) {
-		errs.add(at, "%s.header: the declared header parameter %q must have a string schema to carry the key (it has %s)", MarkerExt, declared.Name, typeName(schemaOf(declared.Schema)))
+	if decl.Schema == nil || decl.Schema.Value == nil || !isString(decl.Schema.Value) {
+		errs.add(at, "%s.header: the declared header parameter %q must have a string schema to carry the key (it has %s)", MarkerExt, decl.Name, typeName(schemaOf(decl.Schema)))
 		return
 	}
-	o.Key.Schema = s.readKeySchema(declared.Schema.Value, at, errs)
+	if p := decl.Schema.Value.Pattern; p != "" {
+		if pat, ok := s.headerPatternPos(o, decl.Name, p); ok {
+			at = pat // a pattern in error is located at itself
+		}
+	}
+	o.Key.Schema = s.readKeySchema(decl.Schema.Value, at, errs)
+}
+
+// headerPatternPos returns the position of pattern in the schema of o's declared header
+// parameter name (any case; the operation's or its path item's, local $refs followed).
+func (s *source) headerPatternPos(o *operation, name, pattern string) (Pos, bool) {
+	_, item := s.lookup("paths", o.Path)
+	if item == nil {
+		return Pos{}, false
+	}
+	_, op := entry(item, strings.ToLower(o.Method))
+	for _, owner := range []*yaml.Node{op, item} {
+		_, list := entry(owner, "parameters")
+		if list == nil || list.Kind != yaml.SequenceNode {
+			continue
+		}
+		for _, p := range list.Content {
+			p = s.resolve(p)
+			_, in := entry(p, "in")
+			_, n := entry(p, "name")
+			if in == nil || n == nil || in.Value != "header" || !strings.EqualFold(n.Value, name) {
+				continue
+			}
+			_, sch := entry(p, "schema")
+			if _, pat := entry(s.resolve(sch), "pattern"); pat != nil && pat.Value == pattern {
+				return s.pos(pat), true
+			}
+		}
+	}
+	return Pos{}, false
 }
 
 // keyHeaderCandidates returns the declared header parameters whose name is an
@@ -69,51 +101,84 @@ func keyHeaderCandidates(params openapi3.Parameters) []*openapi3.Parameter {
 	return out
 }
 
-func isKeyName(name string) bool {
-	n := strings.ToLower(name)
-	n = strings.TrimPrefix(n, "x-")
-	n = strings.NewReplacer("-", "", "_", "").Replace(n)
-	return n == "idempotencykey"
-}
+func isKeyName(name string) bool { return normalizeName(name) == "idempotencykey" }
 
-// bodyKey resolves a key read from a JSON pointer into the JSON request body.
-func (s *source) bodyKey(o *operation, mk marker, op *openapi3.Operation, errs *ErrorList) {
-	o.Key.Body = mk.body.v
-	body := jsonBodySchema(op)
-	if body == nil {
-		errs.add(mk.body.pos, "%s.body: %s %s has no JSON request body to read the key from", MarkerExt, o.Method, o.Path)
+// bodyKey resolves a key read from the JSON pointer ptr into the request body: a JSON or
+// a form (application/x-www-form-urlencoded) body; with both, the property must be in
+// each, and the key is read from the one the request sends. at locates errors.
+// name prefixes messages: x-idempotent.body, or x-idempotent for a key found by its name.
+func (s *source) bodyKey(o *operation, mk marker, op *openapi3.Operation, ptr string, at Pos, name string, errs *ErrorList) {
+	o.Key.Body = ptr
+	bodies := keyBodies(op)
+	if len(bodies) == 0 {
+		errs.add(at, "%s: %s %s has no JSON or form request body to read the key from", name, o.Method, o.Path)
 		return
 	}
-	if cts := sortedKeys(op.RequestBody.Value.Content); len(cts) > 1 {
-		errs.add(mk.body.pos, "%s.body: %s %s accepts several request content types (%s); a key in the body is read from one JSON body only: accept only that one, or take the key from a header",
-			MarkerExt, o.Method, o.Path, strings.Join(cts, ", "))
+	if cts := sortedKeys(op.RequestBody.Value.Content); len(cts) > len(bodies) {
+		errs.add(at, "%s: %s %s accepts several request content types (%s); a key in the body is read from JSON and form bodies only: accept only those, or take the key from a header",
+			name, o.Method, o.Path, strings.Join(cts, ", "))
 		return
 	}
-	prop, required, msg := pointerProperty(body, mk.body.v)
-	if msg != "" {
-		errs.add(mk.body.pos, "%s.body: %s", MarkerExt, msg)
-		return
+	required := op.RequestBody.Value.Required
+	var prop *openapi3.Schema
+	for _, b := range bodies {
+		p, req, msg := pointerProperty(b.schema, ptr)
+		if msg != "" {
+			if len(bodies) > 1 {
+				msg = b.contentType + ": " + msg
+			}
+			errs.add(at, "%s: %s", name, msg)
+			return
+		}
+		if prop == nil {
+			prop = p
+		}
+		required = required && req
 	}
-	if required && op.RequestBody.Value.Required {
+	if required {
 		if mk.required.set && !mk.required.v {
-			errs.add(mk.required.pos, "%s.required: false, but the request body schema requires %s", MarkerExt, mk.body.v)
+			errs.add(mk.required.pos, "%s.required: false, but the request body schema requires %s", MarkerExt, ptr)
 			return
 		}
 		o.Required = true
 	}
-	o.Key.Schema = s.readKeySchema(prop, mk.body.pos, errs)
+	o.Key.Schema = s.readKeySchema(prop, at, errs)
 }
 
-// keySchema reads the constraints of the key's declared string schema. A pattern Go's
-// regexp cannot compile is an error: the protocol enforces it.
+// keyBody is a request body a key can be read from.
+type keyBody struct {
+	contentType string
+	schema      *openapi3.Schema
+}
+
+// keyBodies returns the operation's JSON and form request bodies, by content type.
+func keyBodies(op *openapi3.Operation) []keyBody {
+	if op.RequestBody == nil || op.RequestBody.Value == nil {
+		return nil
+	}
+	var out []keyBody
+	for _, ct := range sortedKeys(op.RequestBody.Value.Content) {
+		if !isJSON(ct) && mediaType(ct) != "application/x-www-form-urlencoded" {
+			continue
+		}
+		if m := op.RequestBody.Value.Content[ct]; m != nil && m.Schema != nil && m.Schema.Value != nil {
+			out = append(out, keyBody{ct, m.Schema.Value})
+		}
+	}
+	return out
+}
+
+// readKeySchema reads the constraints of the key's declared string schema. A pattern that
+// is not an ECMA-262 regular expression (as OpenAPI defines pattern) is an error: the
+// protocol enforces it, with the same engine (internal/ecmaregexp).
 func (s *source) readKeySchema(sch *openapi3.Schema, at Pos, errs *ErrorList) keySchema {
 	ks := keySchema{MinLength: sch.MinLength, Pattern: sch.Pattern, Format: sch.Format}
 	if sch.MaxLength != nil {
 		ks.MaxLength = *sch.MaxLength
 	}
 	if ks.Pattern != "" {
-		if _, err := regexp.Compile(ks.Pattern); err != nil {
-			errs.add(at, "%s: the key's pattern %q is not one Go's regexp (RE2) can check: %v", MarkerExt, ks.Pattern, err)
+		if _, err := ecmaregexp.Compile(ks.Pattern); err != nil {
+			errs.add(at, "%s: the key's pattern %q is not an ECMA-262 regular expression: %v", MarkerExt, ks.Pattern, err)
 		}
 	}
 	return ks
@@ -121,22 +186,6 @@ func (s *source) readKeySchema(sch *openapi3.Schema, at Pos, errs *ErrorList) ke
 
 func isString(s *openapi3.Schema) bool {
 	return s.Type.Permits(openapi3.TypeString) && !s.Type.IsEmpty()
-}
-
-// jsonBodySchema returns the schema of the operation's JSON request body, or nil.
-func jsonBodySchema(op *openapi3.Operation) *openapi3.Schema {
-	if op.RequestBody == nil || op.RequestBody.Value == nil {
-		return nil
-	}
-	for _, ct := range sortedKeys(op.RequestBody.Value.Content) {
-		if !isJSON(ct) {
-			continue
-		}
-		if m := op.RequestBody.Value.Content[ct]; m != nil && m.Schema != nil && m.Schema.Value != nil {
-			return m.Schema.Value
-		}
-	}
-	return nil
 }
 
 // mediaType returns the lower-case type/subtype of a content type, parameters dropped.
@@ -171,17 +220,51 @@ func pointerProperty(schema *openapi3.Schema, ptr string) (prop *openapi3.Schema
 	return cur, required, ""
 }
 
-// property finds the property name of s (allOf members included) and whether it is
-// required.
+// property finds the property name of s and whether it is required: among s's own
+// properties, its allOf members', or those of every member of its oneOf (or anyOf), where
+// it is required when every member requires it (the schema of the first member's is
+// returned).
 func property(s *openapi3.Schema, name string) (*openapi3.Schema, bool) {
+	return propertyDepth(s, name, 0)
+}
+
+func propertyDepth(s *openapi3.Schema, name string, depth int) (*openapi3.Schema, bool) {
+	if s == nil || depth > 8 { // a cycle through allOf or a union: give up
+		return nil, false
+	}
 	if p := s.Properties[name]; p != nil && p.Value != nil {
 		return p.Value, requires(s, name)
 	}
 	for _, sub := range s.AllOf {
 		if sub.Value != nil {
-			if p, req := property(sub.Value, name); p != nil {
+			if p, req := propertyDepth(sub.Value, name, depth+1); p != nil {
 				return p, req || requires(s, name)
 			}
+		}
+	}
+	for _, members := range []openapi3.SchemaRefs{s.OneOf, s.AnyOf} {
+		if len(members) == 0 {
+			continue
+		}
+		var first *openapi3.Schema
+		all := true
+		for _, m := range members {
+			if m == nil || m.Value == nil {
+				first = nil
+				break
+			}
+			p, req := propertyDepth(m.Value, name, depth+1)
+			if p == nil {
+				first = nil
+				break
+			}
+			if first == nil {
+				first = p
+			}
+			all = all && req
+		}
+		if first != nil {
+			return first, all || requires(s, name)
 		}
 	}
 	return nil, false

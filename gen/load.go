@@ -36,6 +36,17 @@ func load(path string) (*spec, error) {
 		return nil, err
 	}
 	s := &spec{src: src}
+	if inlined, ok, err := src.inlineContentRefs(); err != nil {
+		return nil, err
+	} else if ok {
+		// A bundler's content $refs, resolved (contentref.go): kin-openapi loads the
+		// document with them inlined.
+		s.doc, err = loadDoc(path, inlined)
+		if err != nil {
+			s.loadErr = src.locateLoadError(err)
+		}
+		return s, nil
+	}
 	if src.json && !src.externalRefs() {
 		s.doc, err = loadJSONDoc(data)
 	} else {

@@ -19,6 +19,9 @@ type model struct {
 	// Unmarked lists operations that x-idempotent-defaults.methods names but that cannot
 	// be marked (a streaming response), for the warning and the generated file's comment.
 	Unmarked []skippedOp
+	// Warnings are idemgen's guesses and the things it leaves alone (keyfind.go), each
+	// also in the policy comment of its operation, or in the generated file's comment.
+	Warnings warnings
 }
 
 // skippedOp is an operation the document defaults would mark but idemgen leaves unmarked.
@@ -57,6 +60,10 @@ type operation struct {
 	// OwnErrors are the statuses among the protocol's rejections (400, 409, 413, 422)
 	// for which the operation declares a body in its own shape (not problem+json).
 	OwnErrors []string
+	// Notes are what idemgen decided about the key where the spec does not say it
+	// plainly (the name of an added header, a header declared twice, a property that
+	// only suggests it is the key): lines of the policy comment, each also a warning.
+	Notes []string
 }
 
 // keySource is where an operation's idempotency key comes from, and what the spec says
@@ -75,7 +82,7 @@ type keySource struct {
 type keySchema struct {
 	MinLength uint64
 	MaxLength uint64 // 0: none (the protocol's own 255-byte limit remains)
-	Pattern   string // ECMA-262 as written in the spec; checked to compile as Go regexp
+	Pattern   string // ECMA-262 as written in the spec; checked to compile (internal/ecmaregexp)
 	Format    string // "uuid" is enforced; other formats are carried for the comment only
 }
 
@@ -86,6 +93,10 @@ var protocolRejections = []string{"400", "409", "413", "422"}
 // operation; every problem is added to errs.
 func (s *source) buildModel(doc *openapi3.T, markers []opMarker, errs *ErrorList) *model {
 	m := &model{}
+	conv := specKeyConvention(doc)
+	if len(markers) > 0 {
+		s.unprotectedKeys(doc, markers, &m.Warnings)
+	}
 	for _, om := range markers {
 		item := doc.Paths.Value(om.path)
 		if item == nil {
@@ -105,14 +116,14 @@ func (s *source) buildModel(doc *openapi3.T, markers []opMarker, errs *ErrorList
 				MarkerExt, strings.ToUpper(om.method), om.path, ct)
 			continue
 		}
-		if o := s.buildOperation(om, item, op, errs); o != nil {
+		if o := s.buildOperation(om, item, op, conv, &m.Warnings, errs); o != nil {
 			m.Ops = append(m.Ops, o)
 		}
 	}
 	return m
 }
 
-func (s *source) buildOperation(om opMarker, item *openapi3.PathItem, op *openapi3.Operation, errs *ErrorList) *operation {
+func (s *source) buildOperation(om opMarker, item *openapi3.PathItem, op *openapi3.Operation, conv keyConvention, w *warnings, errs *ErrorList) *operation {
 	mk := om.m
 	o := &operation{
 		Method:    strings.ToUpper(om.method),
@@ -163,9 +174,16 @@ func (s *source) buildOperation(om opMarker, item *openapi3.PathItem, op *openap
 	case mk.header.bad || mk.body.bad:
 		// The key's source is in error: its checks wait for the fix.
 	case mk.body.set:
-		s.bodyKey(o, mk, op, errs)
+		s.bodyKey(o, mk, op, mk.body.v, mk.body.pos, MarkerExt+".body", errs)
+		if q := keyQueryParams(params); len(q) > 0 {
+			s.queryKeyIgnored(o, mk, q, w)
+		}
+		otherKeys(o, mk, op, params, w)
+	case mk.header.set:
+		s.headerKey(o, mk, params, w, errs)
+		otherKeys(o, mk, op, params, w)
 	default:
-		s.headerKey(o, mk, params, errs)
+		s.declaredKey(o, mk, op, params, conv, w, errs)
 	}
 	s.fingerprintHeaders(o, mk, params, errs)
 	if len(*errs) > n0 || mk.failed {

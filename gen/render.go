@@ -51,11 +51,13 @@ type policy struct {
 
 // keyField is where the handler reads the raw key.
 type keyField struct {
-	Field     string // Params field of a header key
-	Pointer   bool   // the field is a pointer
-	Stringer  bool   // the field is not a string (-base=external: format uuid): idem.StringKey
-	Body      string // JSON pointer of a body key
-	BodyField string // request field of the decoded JSON body holding it
+	Field    string // Params field of a header key
+	Pointer  bool   // the field is a pointer
+	Stringer bool   // the field is not a string (-base=external: format uuid): idem.StringKey
+	Body     string // JSON pointer of a body key
+	// BodyFields are the request fields of the decoded JSON and form bodies holding it
+	// (several when the operation accepts both: the request sends one, the others are nil).
+	BodyFields []string
 }
 
 // part is one fingerprint input: a request field.
@@ -167,8 +169,8 @@ func buildPolicy(def *codegen.OperationDefinition, o *operation, errs *ErrorList
 		}
 	}
 	p.bodies(def)
-	if p.Key.Body != "" && p.Key.BodyField == "" {
-		errs.add(o.Pos, "%s.body: %s %s has no JSON request body to read the key from", MarkerExt, o.Method, o.Path)
+	if p.Key.Body != "" && len(p.Key.BodyFields) == 0 {
+		errs.add(o.Pos, "%s.body: %s %s has no JSON or form request body to read the key from", MarkerExt, o.Method, o.Path)
 	}
 	p.Comment = policyComment(p.Var, o)
 	return p
@@ -196,8 +198,8 @@ func (p *policy) bodies(def *codegen.OperationDefinition) {
 			p.Parts = append(p.Parts, part{Name: name, Field: v, Var: true})
 		default:
 			p.Parts = append(p.Parts, part{Name: name, Field: field})
-			if p.Key.Body != "" && b.IsJSON() && p.Key.BodyField == "" {
-				p.Key.BodyField = field
+			if p.Key.Body != "" && (b.IsJSON() || b.NameTag == "Formdata") {
+				p.Key.BodyFields = append(p.Key.BodyFields, field)
 			}
 		}
 	}
@@ -256,6 +258,9 @@ func policyComment(v string, o *operation) []string {
 	if len(o.Cookies) > 0 {
 		lines = append(lines, fmt.Sprintf("Declared cookies outside the fingerprint (a retry may change them): %s.", strings.Join(o.Cookies, ", ")))
 	}
+	for _, n := range o.Notes {
+		lines = append(lines, "Note: "+n+".")
+	}
 	if len(o.OwnErrors) > 0 {
 		lines = append(lines, fmt.Sprintf("The spec declares its own %s response(s): render the protocol's rejections in its shape with idem.WithRejectionRenderer (and store.RequestErrorHandler).", strings.Join(o.OwnErrors, ", ")))
 	}
@@ -272,6 +277,15 @@ var redisWarning = []string{
 }
 
 func keyConstraints(k keySchema) string {
+	c := keyRules(k)
+	if len(c) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(c, ", ") + ")"
+}
+
+// keyRules lists what k constrains: "format uuid", "maxLength 64", ...
+func keyRules(k keySchema) []string {
 	var c []string
 	if k.Format != "" {
 		c = append(c, "format "+k.Format)
@@ -285,10 +299,7 @@ func keyConstraints(k keySchema) string {
 	if k.Pattern != "" {
 		c = append(c, fmt.Sprintf("pattern %q", k.Pattern))
 	}
-	if len(c) == 0 {
-		return ""
-	}
-	return " (" + strings.Join(c, ", ") + ")"
+	return c
 }
 
 // goDuration prints d as a Go expression: 30 * time.Second, 24 * time.Hour.

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+
+	"github.com/idemgen/idemgen/internal/ecmaregexp"
 )
 
 // KeySchema is what an operation's spec declares about the value of its idempotency key
@@ -17,8 +19,10 @@ type KeySchema struct {
 	// bytes); 0 means no bound. MaxKeyLen applies whatever MaxLength says.
 	MinLength int
 	MaxLength int
-	// Pattern is the schema's regular expression, unanchored as in JSON Schema, in the
-	// syntax of Go's regexp (RE2; idemgen refuses a spec pattern it cannot compile).
+	// Pattern is the schema's regular expression, unanchored as in JSON Schema, in
+	// ECMA-262 syntax as OpenAPI defines it (lookahead such as ^(?!\s)(.*)(\S)$
+	// included), matched by a backtracking engine (github.com/dlclark/regexp2) within
+	// 100ms: a key whose match takes longer is refused as not matching.
 	Pattern string
 	// Format "uuid" requires the RFC 9562 text form (8-4-4-4-12 hex digits, any case), and
 	// the key is that uuid in lowercase: one uuid in any case is one idempotency key. That
@@ -28,7 +32,7 @@ type KeySchema struct {
 	Format string
 
 	once sync.Once
-	re   *regexp.Regexp
+	re   *ecmaregexp.Regexp
 	err  error
 }
 
@@ -56,7 +60,10 @@ func (k *KeySchema) Check(key string) error {
 	if err := k.compile(); err != nil {
 		return fmt.Errorf("%w: %q: %v", ErrInvalidPattern, k.Pattern, err)
 	}
-	if !k.re.MatchString(key) {
+	switch ok, err := k.re.Match(key); {
+	case err != nil:
+		return fmt.Errorf("%w: matching the pattern %q: %v", ErrInvalidKey, k.Pattern, err)
+	case !ok:
 		return fmt.Errorf("%w: does not match the pattern %q", ErrInvalidKey, k.Pattern)
 	}
 	return nil
@@ -82,7 +89,7 @@ func (k *KeySchema) compile() error {
 	if k.Pattern == "" {
 		return nil
 	}
-	k.once.Do(func() { k.re, k.err = regexp.Compile(k.Pattern) })
+	k.once.Do(func() { k.re, k.err = ecmaregexp.Compile(k.Pattern) })
 	return k.err
 }
 

@@ -24,6 +24,9 @@ func TestKeySchemaCheck(t *testing.T) {
 		{"other formats unchecked", &KeySchema{Format: "date-time"}, "not a date", ""},
 		{"pattern unanchored", &KeySchema{Pattern: "[0-9]"}, "abc1", ""},
 		{"pattern", &KeySchema{Pattern: "^[a-z]+$"}, "abc-1", `pattern "^[a-z]+$"`},
+		// ECMA-262, as OpenAPI defines patterns: a lookahead RE2 cannot compile.
+		{"ecma lookahead", &KeySchema{Pattern: `^(?!\s)(.*)(\S)$`}, "order-1", ""},
+		{"ecma lookahead refuses", &KeySchema{Pattern: `^(?!\s)(.*)(\S)$`}, "order-1 ", `pattern "^(?!\\s)(.*)(\\S)$"`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.schema.Check(c.key)
@@ -35,7 +38,7 @@ func TestKeySchemaCheck(t *testing.T) {
 			}
 		})
 	}
-	bad := &KeySchema{Pattern: "(?!x)"}
+	bad := &KeySchema{Pattern: "(?!x"}
 	if err := bad.Check("k"); !errors.Is(err, ErrInvalidPattern) || errors.Is(err, ErrInvalidKey) {
 		t.Errorf("a pattern that does not compile: %v, want ErrInvalidPattern (the policy's fault, not the key's)", err)
 	}

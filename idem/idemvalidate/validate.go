@@ -58,6 +58,8 @@ func Middleware(spec *openapi3.T, onError ErrorHandler) (func(http.Handler) http
 	opts := &openapi3filter.Options{
 		AuthenticationFunc:  openapi3filter.NoopAuthenticationFunc,
 		SkipSettingDefaults: true,
+		// ECMA-262 patterns, as OpenAPI defines them: pattern.go.
+		SchemaValidationOptions: patternOptions,
 	}
 	opts.WithCustomSchemaErrorFunc(schemaError)
 	return func(next http.Handler) http.Handler {
