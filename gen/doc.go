@@ -240,6 +240,9 @@
 //     whose name an enum constant takes is renamed likewise. Names derived from operation
 //     ids and union members' positional names are never changed; the others yield to
 //     them. A property that refers to a renamed component keeps its field name.
+//   - Properties of one object whose Go field names collide ("isGlobal", "is_global")
+//     get x-go-name IsGlobal2, ... next to the property: one the spec names with x-go-name
+//     keeps its name, else the first in field order (x-order, then name).
 //   - Parameters of one operation whose Go names collide ("StartTime", "StartTime<",
 //     "StartTime>") get x-go-name StartTime, StartTimeLt, StartTimeGt.
 //   - A JSON response with no schema (or an empty one) gets the Go type json.RawMessage;
