@@ -336,13 +336,8 @@ func resolveEnumConstants(sites []*site, taken map[string]bool) {
 	}
 }
 
-// enumConstants returns the names of every enum constant the base declares.
+// enumConstants returns the names of every enum constant the base declares, sorted.
 func enumConstants(sites []*site, byName map[string][]*site) []string {
-	type enum struct {
-		name   string
-		values map[string]string
-		prefix bool
-	}
 	var enums []*enum
 	seen := map[string]bool{}
 	for _, s := range sites {
@@ -352,31 +347,7 @@ func enumConstants(sites []*site, byName map[string][]*site) []string {
 		seen[s.name] = true
 		enums = append(enums, &enum{name: s.name, values: s.td.Schema.EnumValues})
 	}
-	constants := func(e *enum) []string {
-		var out []string
-		for k := range e.values {
-			if e.prefix {
-				k = e.name + codegen.UppercaseFirstCharacter(k)
-			}
-			out = append(out, k)
-		}
-		return out
-	}
-	for changed := true; changed; {
-		changed = false
-		for i, a := range enums {
-			for _, b := range enums[i+1:] {
-				if a.prefix && b.prefix {
-					continue
-				}
-				if slices.ContainsFunc(constants(a), func(c string) bool { return slices.Contains(constants(b), c) }) ||
-					slices.ContainsFunc(sortedKeys(a.values), func(k string) bool { _, ok := b.values[k]; return ok }) {
-					changed = changed || !a.prefix || !b.prefix
-					a.prefix, b.prefix = true, true
-				}
-			}
-		}
-	}
+	prefixConflicting(enums)
 	var out []string
 	for _, e := range enums {
 		for k := range e.values {
@@ -389,10 +360,73 @@ func enumConstants(sites []*site, byName map[string][]*site) []string {
 		if _, self := e.values[e.name]; self {
 			e.prefix = true
 		}
-		out = append(out, constants(e)...)
+		out = append(out, e.constants()...)
 	}
 	sort.Strings(out)
 	return slices.Compact(out)
+}
+
+// enum is one enum type of the base: its name, its values (constant name → value, as
+// oapi-codegen's Schema.EnumValues) and whether its constants are prefixed with its name.
+type enum struct {
+	name   string
+	values map[string]string
+	prefix bool
+}
+
+// constants are e's constant names: its value names, prefixed with its type name (the
+// first character of the value name upper-cased) when e.prefix.
+func (e *enum) constants() []string {
+	out := make([]string, 0, len(e.values))
+	for k := range e.values {
+		if e.prefix {
+			k = e.name + codegen.UppercaseFirstCharacter(k)
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// prefixConflicting sets prefix on the enums oapi-codegen's GenerateEnums prefixes for
+// conflicting with one another: two enums conflict, unless both are prefixed already,
+// when they share a value name or when their constant names meet; oapi-codegen prefixes
+// both and repeats until nothing changes. A conflict, once there, stays until both are
+// prefixed (prefixing only adds names to meet), so the result is the smallest set closed
+// under that rule whatever the order: every enum sharing a value name with another, then,
+// from each enum prefixed, every unprefixed enum that has a value named like one of its
+// prefixed constants. Each enum is prefixed once and each of its constants looked up
+// once: linear in the number of values (oapi-codegen's pairwise loop is quadratic).
+func prefixConflicting(enums []*enum) {
+	byValue := map[string][]*enum{} // value name → the enums that have it
+	for _, e := range enums {
+		for k := range e.values {
+			byValue[k] = append(byValue[k], e)
+		}
+	}
+	var work []*enum
+	mark := func(e *enum) {
+		if !e.prefix {
+			e.prefix = true
+			work = append(work, e)
+		}
+	}
+	for _, e := range enums {
+		for k := range e.values {
+			if len(byValue[k]) > 1 {
+				mark(e)
+				break
+			}
+		}
+	}
+	for len(work) > 0 {
+		e := work[len(work)-1]
+		work = work[:len(work)-1]
+		for _, c := range e.constants() {
+			for _, other := range byValue[c] {
+				mark(other) // a no-op for e itself and for an enum prefixed already
+			}
+		}
+	}
 }
 
 // component is a named entry of components/* that oapi-codegen turns into a Go type.
