@@ -5,9 +5,10 @@ import (
 	"context"
 	"fmt"
 	"go/ast"
-	"go/format"
 	"go/parser"
+	"go/printer"
 	"go/token"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -122,10 +123,23 @@ func formatBase(b base, version, router string) ([]byte, error) {
 	}
 	dropUnusedImports(fset, f)
 	buf.Reset()
-	if err := format.Node(&buf, fset, f); err != nil {
+	if err := gofmt(&buf, fset, f); err != nil {
 		return nil, fmt.Errorf("formatting %s: %w", BaseFile, err)
 	}
 	return buf.Bytes(), nil
+}
+
+// gofmtConfig is go/format's printer configuration: gofmt's tabs and spaces, and number
+// literals made canonical (0X1F → 0x1F, 1E5 → 1e5), the mode bit go/printer reserves for
+// go/format and cmd/gofmt (printerNormalizeNumbers in go/format/format.go).
+var gofmtConfig = printer.Config{Mode: printer.UseSpaces | printer.TabIndent | 1<<30, Tabwidth: 8}
+
+// gofmt prints f as go/format.Source would print its source: imports sorted, then one
+// print. (format.Node, given a file with an import block, prints it, parses the output
+// again and prints that: a second pass over the largest file idemgen writes.)
+func gofmt(w io.Writer, fset *token.FileSet, f *ast.File) error {
+	ast.SortImports(fset, f)
+	return gofmtConfig.Fprint(w, fset, f)
 }
 
 // redeclared returns the package-level names (methods excluded) f declares more than once.
