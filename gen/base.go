@@ -129,6 +129,25 @@ func formatBase(b base, version, router string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// formatGo parses src (a file named name), drops the imports it does not use and prints it
+// as gofmt does. The idempotent layer's template lists every import it may use; unlike
+// x/tools' imports.Process, this never looks for packages (imports.Process runs `go env`
+// and reads the other Go files of the working directory when a selector's package is not
+// imported: here, a selector on a name the base declares).
+func formatGo(name string, src []byte) ([]byte, error) {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, name, src, parser.ParseComments|parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	dropUnusedImports(fset, f)
+	var buf bytes.Buffer
+	if err := gofmt(&buf, fset, f); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
 // gofmtConfig is go/format's printer configuration: gofmt's tabs and spaces, and number
 // literals made canonical (0X1F → 0x1F, 1E5 → 1e5), the mode bit go/printer reserves for
 // go/format and cmd/gofmt (printerNormalizeNumbers in go/format/format.go).
