@@ -118,7 +118,12 @@ func formatBase(b base, version, router string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oapi-codegen produced Go that does not parse: %v", err)
 	}
-	if dups := redeclared(f); len(dups) > 0 {
+	dups := redeclared(f)
+	if len(dups) > 0 {
+		dropIdenticalTypes(fset, f)
+		dups = redeclared(f)
+	}
+	if len(dups) > 0 {
 		return nil, fmt.Errorf("the generated code would declare %s more than once; rename the schema or operation with x-go-name (and report it: idemgen should have)", strings.Join(dups, ", "))
 	}
 	dropUnusedImports(fset, f)
@@ -159,6 +164,53 @@ var gofmtConfig = printer.Config{Mode: printer.UseSpaces | printer.TabIndent | 1
 func gofmt(w io.Writer, fset *token.FileSet, f *ast.File) error {
 	ast.SortImports(fset, f)
 	return gofmtConfig.Fprint(w, fset, f)
+}
+
+// dropIdenticalTypes removes every declaration of a type after the first whose
+// declaration prints the same (one inline schema that oapi-codegen declares both among the
+// models and among an operation's types, under the one name x-go-type-name gives it), with
+// its comments.
+func dropIdenticalTypes(fset *token.FileSet, f *ast.File) {
+	first := map[string]string{}
+	dropped := map[*ast.CommentGroup]bool{}
+	decls := f.Decls[:0]
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.TYPE {
+			decls = append(decls, d)
+			continue
+		}
+		specs := g.Specs[:0]
+		for _, sp := range g.Specs {
+			ts := sp.(*ast.TypeSpec)
+			var b bytes.Buffer
+			if err := printer.Fprint(&b, fset, ts); err != nil {
+				specs = append(specs, sp)
+				continue
+			}
+			if prev, seen := first[ts.Name.Name]; !seen {
+				first[ts.Name.Name] = b.String()
+			} else if prev == b.String() {
+				for _, c := range f.Comments {
+					if c.Pos() >= ts.Pos() && c.End() <= ts.End() || c == ts.Doc || c == ts.Comment {
+						dropped[c] = true
+					}
+				}
+				continue
+			}
+			specs = append(specs, sp)
+		}
+		g.Specs = specs
+		if len(specs) == 0 {
+			if g.Doc != nil {
+				dropped[g.Doc] = true
+			}
+			continue
+		}
+		decls = append(decls, d)
+	}
+	f.Decls = decls
+	f.Comments = slices.DeleteFunc(f.Comments, func(c *ast.CommentGroup) bool { return dropped[c] })
 }
 
 // redeclared returns the package-level names (methods excluded) f declares more than once.

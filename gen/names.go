@@ -3,6 +3,7 @@ package gen
 import (
 	"fmt"
 	"go/token"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -75,10 +76,14 @@ type site struct {
 }
 
 const (
-	rankFixed     = iota // operation-derived, reserved, union members: cannot be renamed
-	rankSchema           // components/schemas
-	rankComponent        // other components
-	rankInline           // inline schemas
+	rankFixed = iota // operation-derived, reserved, union members: cannot be renamed
+	// components/responses: before schemas, because oapi-codegen's strict server names
+	// a response component's types after its spec name whatever its x-go-name (N400JSONResponse
+	// for a response "400" renamed N4002), while the operations refer to them by x-go-name.
+	rankResponse
+	rankSchema    // components/schemas
+	rankComponent // other components
+	rankInline    // inline schemas
 )
 
 func (s *site) renamable() bool { return s.comp != nil || s.inline != nil }
@@ -144,6 +149,7 @@ func keepFieldNames(doc *openapi3.T, comps []*component) {
 // oapi-codegen declares them), the operations', and the reserved names (the router's too).
 func collectSites(doc *openapi3.T, comps []*component, router string) ([]*site, error) {
 	var sites []*site
+	otherJSON := otherJSONResponseSchemas(doc)
 	for _, c := range comps {
 		tds, err := c.typeDefinitions()
 		if err != nil {
@@ -153,13 +159,17 @@ func collectSites(doc *openapi3.T, comps []*component, router string) ([]*site, 
 			s := &site{name: td.TypeName, td: td, rank: rankInline, inline: inlineRenamable(td)}
 			if i == 0 {
 				s.inline, s.comp, s.rank = nil, c, rankComponent
-				if c.section == "schemas" {
+				switch c.section {
+				case "schemas":
 					s.rank = rankSchema
+				case "responses":
+					s.rank = rankResponse
 				}
 				if c.ext == nil {
 					s.comp, s.rank = nil, rankFixed
 				}
 			}
+			pinOtherJSON(s, otherJSON)
 			sites = append(sites, s)
 		}
 	}
@@ -176,6 +186,7 @@ func collectSites(doc *openapi3.T, comps []*component, router string) ([]*site, 
 			if s.inline == nil {
 				s.rank = rankFixed
 			}
+			pinOtherJSON(s, otherJSON)
 			sites = append(sites, s)
 		}
 		for _, n := range operationTypeNames(op) {
@@ -186,6 +197,74 @@ func collectSites(doc *openapi3.T, comps []*component, router string) ([]*site, 
 		sites = append(sites, &site{name: n, rank: rankFixed})
 	}
 	return sites, nil
+}
+
+// pinOtherJSON gives an inline type of a response in a JSON media type other than
+// application/json (otherJSON) its name as x-go-type-name: oapi-codegen declares such a
+// type by the name the type definitions give it, after the media type
+// (CreateOrder201ApplicationHalPlusJSONResponseBodyStatus), but refers to it by another,
+// after the response's name tag (CreateOrder201HALJSONResponseBodyStatus), so that the
+// type is used but never declared; with x-go-type-name both are the one name. A schema
+// reached again (a components/responses entry, and each operation that refers to it)
+// keeps the name the first site gave it (formatBase drops the second, identical
+// declaration oapi-codegen then writes).
+func pinOtherJSON(s *site, otherJSON map[*openapi3.Schema]bool) {
+	if s.inline == nil || !otherJSON[s.inline] {
+		return
+	}
+	if n, ok := s.inline.Extensions["x-go-type-name"].(string); ok && n != "" {
+		s.name = n
+		return
+	}
+	rename(s, s.name)
+}
+
+// otherJSONResponseSchemas returns the inline schemas (not behind a $ref) of the responses
+// (the operations' and components/responses) in a JSON media type other than
+// application/json (application/hal+json, application/problem+json, ...).
+func otherJSONResponseSchemas(doc *openapi3.T) map[*openapi3.Schema]bool {
+	out := map[*openapi3.Schema]bool{}
+	var walk func(r *openapi3.SchemaRef)
+	walk = func(r *openapi3.SchemaRef) {
+		if r == nil || r.Ref != "" || r.Value == nil || out[r.Value] {
+			return
+		}
+		s := r.Value
+		out[s] = true
+		for _, list := range []openapi3.SchemaRefs{s.AllOf, s.OneOf, s.AnyOf, s.PrefixItems} {
+			for _, m := range list {
+				walk(m)
+			}
+		}
+		for _, p := range s.Properties {
+			walk(p)
+		}
+		walk(s.Items)
+		walk(s.AdditionalProperties.Schema)
+	}
+	response := func(r *openapi3.ResponseRef) {
+		if r == nil || r.Value == nil {
+			return
+		}
+		for ct, mt := range r.Value.Content {
+			if mt != nil && isJSON(ct) && mediaType(ct) != "application/json" {
+				walk(mt.Schema)
+			}
+		}
+	}
+	if doc.Components != nil {
+		for _, r := range doc.Components.Responses {
+			response(r)
+		}
+	}
+	forEachOperation(doc, func(_ *openapi3.PathItem, op *openapi3.Operation) {
+		if op.Responses != nil {
+			for _, r := range op.Responses.Map() {
+				response(r)
+			}
+		}
+	})
+	return out
 }
 
 // operationTypeNames are the names the strict server declares for an operation.
@@ -312,20 +391,49 @@ func freeName(base string, taken map[string]bool) string {
 	}
 }
 
-// resolveEnumConstants renames types whose name an enum constant takes. The constants
-// are computed as oapi-codegen's GenerateEnums does: an enum's values, prefixed with its
-// type name when they conflict with another enum's or with a type name.
+// resolveEnumConstants gives every enum constant a name nothing else in the base takes.
+// The constants are computed as oapi-codegen's GenerateEnums does: an enum's values,
+// prefixed with its type name when they conflict with another enum's or with a type name.
+// Then, for each constant:
+//
+//   - a type named like it is renamed (Name2), an enum type included (Event.source's
+//     prefixed "type" is EventSourceType, the type of Event.sourceType);
+//   - when it cannot be (a name of the server or of an operation: an enum value
+//     "Handler"), or when two prefixed enums both yield it (Scope "isGlobal" and ScopeIs
+//     "global": ScopeIsGlobal, which oapi-codegen never compares), the constant is
+//     renamed instead, with x-enum-varnames on the enum: ScopeIsGlobal2 (the later enum's).
 func resolveEnumConstants(sites []*site, taken map[string]bool) {
 	for range 5 {
 		byName := map[string][]*site{}
 		for _, s := range sites {
 			byName[s.name] = append(byName[s.name], s)
 		}
+		enums := enumsOf(sites, byName)
+		owners := map[string][]*enum{} // constant → the enums that declare it
+		for _, e := range enums {
+			for _, c := range e.constants() {
+				owners[c] = append(owners[c], e)
+			}
+		}
 		changed := false
-		for _, c := range enumConstants(sites, byName) {
+		for _, c := range sortedKeys(owners) {
+			keep := 1 // how many of the enums declaring c keep it
 			for _, s := range byName[c] {
-				if s.renamable() && len(s.td.Schema.EnumValues) == 0 {
+				switch {
+				case s.renamable() && len(s.td.Schema.EnumValues) == 0:
 					rename(s, freeName(c, taken))
+					changed = true
+				case len(owners[c]) == 1 && owners[c][0].name == c:
+					// An enum whose constant is its own name (a value ""): nothing to do.
+				case s.renamable():
+					rename(s, freeName(c, taken))
+					changed = true
+				default:
+					keep = 0
+				}
+			}
+			for _, e := range owners[c][min(keep, len(owners[c])):] {
+				if renameConstant(e, c, owners, taken) {
 					changed = true
 				}
 			}
@@ -336,8 +444,9 @@ func resolveEnumConstants(sites []*site, taken map[string]bool) {
 	}
 }
 
-// enumConstants returns the names of every enum constant the base declares, sorted.
-func enumConstants(sites []*site, byName map[string][]*site) []string {
+// enumsOf returns the enums the base declares (one per type name, as oapi-codegen's
+// GenerateEnums keeps them), each prefixed as oapi-codegen prefixes it.
+func enumsOf(sites []*site, byName map[string][]*site) []*enum {
 	var enums []*enum
 	seen := map[string]bool{}
 	for _, s := range sites {
@@ -345,10 +454,9 @@ func enumConstants(sites []*site, byName map[string][]*site) []string {
 			continue
 		}
 		seen[s.name] = true
-		enums = append(enums, &enum{name: s.name, values: s.td.Schema.EnumValues})
+		enums = append(enums, &enum{name: s.name, values: s.td.Schema.EnumValues, schema: s.td.Schema.OAPISchema})
 	}
 	prefixConflicting(enums)
-	var out []string
 	for _, e := range enums {
 		for k := range e.values {
 			for _, s := range byName[k] {
@@ -360,10 +468,65 @@ func enumConstants(sites []*site, byName map[string][]*site) []string {
 		if _, self := e.values[e.name]; self {
 			e.prefix = true
 		}
-		out = append(out, e.constants()...)
 	}
-	sort.Strings(out)
-	return slices.Compact(out)
+	return enums
+}
+
+// renameConstant gives e's constant c another name, free among the constants (owners) and
+// the types (taken): its value name gets 2, 3, ... ("isGlobal" → "isGlobal2", the
+// constant ScopeIsGlobal2), written as the enum's x-enum-varnames, which oapi-codegen
+// names the constants by. It reports whether it renamed the constant.
+func renameConstant(e *enum, c string, owners map[string][]*enum, taken map[string]bool) bool {
+	if e.schema == nil {
+		return false
+	}
+	var key string
+	for k := range e.values {
+		if e.constant(k) == c {
+			key = k
+		}
+	}
+	if key == "" {
+		return false
+	}
+	newKey := ""
+	for i := 2; newKey == ""; i++ {
+		k := key + strconv.Itoa(i)
+		if _, ok := e.values[k]; !ok && !taken[e.constant(k)] && len(owners[e.constant(k)]) == 0 {
+			newKey = k
+		}
+	}
+	values := e.schema.Enum
+	if len(values) == 0 {
+		values = []any{e.schema.Const}
+	}
+	keyOf := map[string]string{}
+	for k, v := range e.values {
+		keyOf[v] = k
+	}
+	names := make([]any, len(values))
+	for i, v := range values {
+		k := keyOf[fmt.Sprintf("%v", v)]
+		if k == key {
+			k = newKey
+		}
+		names[i] = k
+	}
+	if e.schema.Extensions == nil {
+		e.schema.Extensions = map[string]any{}
+	}
+	e.schema.Extensions["x-enum-varnames"] = names
+	// The value names as oapi-codegen computes them from x-enum-varnames; the map is the
+	// site's own, so that the next round sees them.
+	gs, err := codegen.GenerateGoSchema(&openapi3.SchemaRef{Value: e.schema}, []string{e.name})
+	if err != nil || len(gs.EnumValues) != len(e.values) {
+		delete(e.schema.Extensions, "x-enum-varnames")
+		return false
+	}
+	clear(e.values)
+	maps.Copy(e.values, gs.EnumValues)
+	taken[e.constant(newKey)] = true
+	return true
 }
 
 // enum is one enum type of the base: its name, its values (constant name → value, as
@@ -372,6 +535,7 @@ type enum struct {
 	name   string
 	values map[string]string
 	prefix bool
+	schema *openapi3.Schema // where x-enum-varnames renames a constant
 }
 
 // constants are e's constant names: its value names, prefixed with its type name (the
@@ -379,12 +543,17 @@ type enum struct {
 func (e *enum) constants() []string {
 	out := make([]string, 0, len(e.values))
 	for k := range e.values {
-		if e.prefix {
-			k = e.name + codegen.UppercaseFirstCharacter(k)
-		}
-		out = append(out, k)
+		out = append(out, e.constant(k))
 	}
 	return out
+}
+
+// constant is the name of the constant of value name k.
+func (e *enum) constant(k string) string {
+	if e.prefix {
+		return e.name + codegen.UppercaseFirstCharacter(k)
+	}
+	return k
 }
 
 // prefixConflicting sets prefix on the enums oapi-codegen's GenerateEnums prefixes for

@@ -42,6 +42,7 @@ func prepareBase(doc *openapi3.T, m *model, external bool, router string) error 
 		normalizeAllOf(s)
 		dropUnmappedDiscriminator(s)
 		uniqueFieldNames(s)
+		enumOfStrings(s)
 	})
 	return resolveNames(doc, router)
 }
@@ -147,6 +148,21 @@ func uniqueParamNames(params openapi3.Parameters) {
 			}
 			v.Extensions["x-go-name"] = alt
 		}
+	}
+}
+
+// enumOfStrings drops the format of a string enum whose format oapi-codegen maps to a Go
+// type that is not a string (format: date is openapi_types.Date, date-time time.Time,
+// uuid openapi_types.UUID, ...): it cannot declare the enum's constants in such a type
+// ("2023-09-01" is no Date constant) and refuses the spec. The enum becomes a string type
+// with its constants; the JSON is the same string.
+func enumOfStrings(s *openapi3.Schema) {
+	if len(s.Enum) == 0 || s.Format == "" || !s.Type.Is(openapi3.TypeString) || s.Extensions["x-go-type"] != nil {
+		return
+	}
+	gs, err := codegen.GenerateGoSchema(&openapi3.SchemaRef{Value: s}, []string{"Enum"})
+	if err == nil && gs.GoType != "string" {
+		s.Format = ""
 	}
 }
 
