@@ -74,7 +74,8 @@ func generateBase(doc *openapi3.T, m *model, opts Options, internalize bool) (b 
 		doc.InternalizeRefs(context.Background(), nil)
 	}
 	external := opts.Base == BaseExternal
-	if err := prepareBase(doc, m, external, opts.Router); err != nil {
+	b.ops, err = prepareBase(doc, m, external, opts.Router)
+	if err != nil {
 		return b, err
 	}
 	if !external { // the package has the base already: only its names are needed
@@ -83,10 +84,6 @@ func generateBase(doc *openapi3.T, m *model, opts Options, internalize bool) (b 
 			return b, fmt.Errorf("oapi-codegen: %w", err)
 		}
 		b.constraints, b.code = stripHeader(code)
-	}
-	b.ops, err = codegen.OperationDefinitions(doc)
-	if err != nil {
-		return b, fmt.Errorf("oapi-codegen: %w", err)
 	}
 	return b, nil
 }

@@ -99,14 +99,16 @@ func (s *site) keep() int {
 }
 
 // resolveNames renames, in doc, every type that would collide or be invalid, router's
-// names included. oapi-codegen's package state must hold this run's configuration (see
+// names included, and returns the operations as oapi-codegen defines them (their ids,
+// parameters, bodies and responses: what the idempotent layer uses, which no rename here
+// changes). oapi-codegen's package state must hold this run's configuration (see
 // initCodegen).
-func resolveNames(doc *openapi3.T, router string) error {
+func resolveNames(doc *openapi3.T, router string) ([]codegen.OperationDefinition, error) {
 	codegen.SetGlobalStateSpec(doc)
 	comps := components(doc)
-	sites, err := collectSites(doc, comps, router)
+	sites, ops, err := collectSites(doc, comps, router)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	taken := map[string]bool{}
 	for _, s := range sites {
@@ -115,7 +117,7 @@ func resolveNames(doc *openapi3.T, router string) error {
 	resolveCollisions(sites, taken)
 	resolveEnumConstants(sites, taken)
 	keepFieldNames(doc, comps)
-	return nil
+	return ops, nil
 }
 
 // keepFieldNames keeps the Go field name of every property that refers to a component
@@ -147,13 +149,13 @@ func keepFieldNames(doc *openapi3.T, comps []*component) {
 
 // collectSites lists every type definition of the base: the components' (in the order
 // oapi-codegen declares them), the operations', and the reserved names (the router's too).
-func collectSites(doc *openapi3.T, comps []*component, router string) ([]*site, error) {
+func collectSites(doc *openapi3.T, comps []*component, router string) ([]*site, []codegen.OperationDefinition, error) {
 	var sites []*site
 	otherJSON := otherJSONResponseSchemas(doc)
 	for _, c := range comps {
 		tds, err := c.typeDefinitions()
 		if err != nil {
-			return nil, fmt.Errorf("oapi-codegen: components/%s/%s: %w", c.section, c.name, err)
+			return nil, nil, fmt.Errorf("oapi-codegen: components/%s/%s: %w", c.section, c.name, err)
 		}
 		for i, td := range tds {
 			s := &site{name: td.TypeName, td: td, rank: rankInline, inline: inlineRenamable(td)}
@@ -175,7 +177,7 @@ func collectSites(doc *openapi3.T, comps []*component, router string) ([]*site, 
 	}
 	defs, err := codegen.OperationDefinitions(doc)
 	if err != nil {
-		return nil, fmt.Errorf("oapi-codegen: %w", err)
+		return nil, nil, fmt.Errorf("oapi-codegen: %w", err)
 	}
 	for _, op := range defs {
 		if op.IsAlias {
@@ -196,7 +198,7 @@ func collectSites(doc *openapi3.T, comps []*component, router string) ([]*site, 
 	for _, n := range slices.Concat(reservedNames, routerNames[router]) {
 		sites = append(sites, &site{name: n, rank: rankFixed})
 	}
-	return sites, nil
+	return sites, defs, nil
 }
 
 // pinOtherJSON gives an inline type of a response in a JSON media type other than

@@ -26,7 +26,7 @@ func BenchmarkResolveNames(b *testing.B) {
 				b.StopTimer()
 				doc := enumDoc(n)
 				b.StartTimer()
-				if err := resolveNames(doc, RouterStdHTTP); err != nil {
+				if _, err := resolveNames(doc, RouterStdHTTP); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -15,8 +15,9 @@ import (
 // The spec file is never changed, and the markers were read before. With an external
 // base the key headers stay as the spec declares them: the package's own oapi-codegen
 // output has them so. router is the base's server, whose names no schema may take ("" for
-// an external base whose server is not known yet).
-func prepareBase(doc *openapi3.T, m *model, external bool, router string) error {
+// an external base whose server is not known yet). It returns the operations as
+// oapi-codegen defines them (see resolveNames).
+func prepareBase(doc *openapi3.T, m *model, external bool, router string) ([]codegen.OperationDefinition, error) {
 	doc.Webhooks = nil // OpenAPI 3.1 webhooks are requests the service sends, not serves
 	for _, o := range m.Ops {
 		if o.Key.Header != "" && !external {
