@@ -237,9 +237,26 @@
 //     after its path (an enum, an object with additional properties or a union, an
 //     array's items) that collides gets x-go-type-name Name2; one whose path name is not
 //     a Go identifier (the inline types of a schema named "400") gets N400_.... A type
-//     whose name an enum constant takes is renamed likewise. Names derived from operation
-//     ids and union members' positional names are never changed; the others yield to
-//     them. A property that refers to a renamed component keeps its field name.
+//     whose name an enum constant takes is renamed likewise, an enum type included; an
+//     enum constant named like what cannot be renamed (a function of the server:
+//     Handler) or like another enum's constant (Scope "isGlobal" and ScopeIs "global",
+//     both prefixed: ScopeIsGlobal) is renamed with x-enum-varnames (Handler2,
+//     ScopeIsGlobal2). Names derived from operation ids and union members' positional
+//     names are never changed; the others yield to them; a components/responses entry
+//     keeps its name before a schema (oapi-codegen's strict server ignores x-go-name on
+//     it). A property that refers to a renamed component keeps its field name.
+//   - An inline type of a response in a JSON media type other than application/json
+//     (application/hal+json, application/problem+json) gets its name as x-go-type-name:
+//     oapi-codegen declares it after the media type but refers to it after the
+//     response's name tag, and would leave it undeclared. A type oapi-codegen then
+//     declares twice, identically (one inline schema among the models and among an
+//     operation's types), is declared once.
+//   - A string enum whose format oapi-codegen maps to another Go type (date, date-time,
+//     uuid: no constant of those types can be declared) loses the format: a string type
+//     with its constants; the JSON is the same.
+//   - Properties of one object whose Go field names collide ("isGlobal", "is_global")
+//     get x-go-name IsGlobal2, ... next to the property: one the spec names with x-go-name
+//     keeps its name, else the first in field order (x-order, then name).
 //   - Parameters of one operation whose Go names collide ("StartTime", "StartTime<",
 //     "StartTime>") get x-go-name StartTime, StartTimeLt, StartTimeGt.
 //   - A JSON response with no schema (or an empty one) gets the Go type json.RawMessage;

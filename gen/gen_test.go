@@ -40,6 +40,11 @@ var goldenCases = []string{
 	"keyspec",      // keys the spec declares: x-idempotency-key uuid, maxLength/pattern, a required body key; own 409/422; fingerprint-headers
 	"methods",      // x-idempotent-defaults.methods: every POST marked, one opted out, a stream left unmarked
 	"names",        // valid specs oapi-codegen alone fails on: name collisions, a schema named "400", webhooks, ...
+	"fieldnames",   // properties whose names are one Go field name (isGlobal, is_global)
+	"otherjson",    // class 5: inline enums in application/hal+json (problem+json, ...) responses: declared under the name used
+	"enumconsts",   // class 5: enum constants named like a type, a server function or another enum's constant
+	"statuscodes",  // class 5: a schema and a response named "400" with inline array items (N400_Details_Item)
+	"dateenum",     // class 5: enums of format: date strings
 	"unicode",      // JSON with UTF-16 surrogate pair escapes
 	"multifile",    // $refs to schemas and responses in other files
 	"ecmapattern",  // issue 17 class 1: ECMA-262 key and body patterns (a negative lookahead)

@@ -1,7 +1,6 @@
 package gen
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
@@ -28,6 +27,9 @@ func load(path string) (*spec, error) {
 	if err != nil {
 		return nil, err
 	}
+	// kin-openapi's loader first, then the node tree: the loader's own node tree is
+	// garbage by the time the source's is built, so the two are never alive together.
+	doc, docErr := loadDoc(path, data)
 	src, err := parseSource(path, data)
 	if err != nil {
 		return nil, err
@@ -35,41 +37,18 @@ func load(path string) (*spec, error) {
 	if err := src.checkVersion(); err != nil {
 		return nil, err
 	}
-	s := &spec{src: src}
+	s := &spec{src: src, doc: doc}
 	if inlined, ok, err := src.inlineContentRefs(); err != nil {
 		return nil, err
 	} else if ok {
 		// A bundler's content $refs, resolved (contentref.go): kin-openapi loads the
-		// document with them inlined.
-		s.doc, err = loadDoc(path, inlined)
-		if err != nil {
-			s.loadErr = src.locateLoadError(err)
-		}
-		return s, nil
+		// document again, with them inlined.
+		s.doc, docErr = loadDoc(path, inlined)
 	}
-	if src.json && !src.externalRefs() {
-		s.doc, err = loadJSONDoc(data)
-	} else {
-		s.doc, err = loadDoc(path, data)
-	}
-	if err != nil {
-		s.loadErr = src.locateLoadError(err)
+	if docErr != nil {
+		s.doc, s.loadErr = nil, src.locateLoadError(docErr)
 	}
 	return s, nil
-}
-
-// loadJSONDoc loads a self-contained JSON spec: encoding/json decodes it (kin-openapi's
-// loader reads JSON with its YAML parser first, several times slower), then kin-openapi
-// resolves its $refs.
-func loadJSONDoc(data []byte) (*openapi3.T, error) {
-	doc := &openapi3.T{}
-	if err := json.Unmarshal(data, doc); err != nil {
-		return nil, err
-	}
-	if err := openapi3.NewLoader().ResolveRefsIn(doc, &url.URL{}); err != nil {
-		return nil, err
-	}
-	return doc, nil
 }
 
 // loadDoc loads the spec with kin-openapi (external $refs to local files only). Each call

@@ -3,6 +3,7 @@ package gen
 import (
 	"fmt"
 	"go/token"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -75,10 +76,14 @@ type site struct {
 }
 
 const (
-	rankFixed     = iota // operation-derived, reserved, union members: cannot be renamed
-	rankSchema           // components/schemas
-	rankComponent        // other components
-	rankInline           // inline schemas
+	rankFixed = iota // operation-derived, reserved, union members: cannot be renamed
+	// components/responses: before schemas, because oapi-codegen's strict server names
+	// a response component's types after its spec name whatever its x-go-name (N400JSONResponse
+	// for a response "400" renamed N4002), while the operations refer to them by x-go-name.
+	rankResponse
+	rankSchema    // components/schemas
+	rankComponent // other components
+	rankInline    // inline schemas
 )
 
 func (s *site) renamable() bool { return s.comp != nil || s.inline != nil }
@@ -94,14 +99,16 @@ func (s *site) keep() int {
 }
 
 // resolveNames renames, in doc, every type that would collide or be invalid, router's
-// names included. oapi-codegen's package state must hold this run's configuration (see
+// names included, and returns the operations as oapi-codegen defines them (their ids,
+// parameters, bodies and responses: what the idempotent layer uses, which no rename here
+// changes). oapi-codegen's package state must hold this run's configuration (see
 // initCodegen).
-func resolveNames(doc *openapi3.T, router string) error {
+func resolveNames(doc *openapi3.T, router string) ([]codegen.OperationDefinition, error) {
 	codegen.SetGlobalStateSpec(doc)
 	comps := components(doc)
-	sites, err := collectSites(doc, comps, router)
+	sites, ops, err := collectSites(doc, comps, router)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	taken := map[string]bool{}
 	for _, s := range sites {
@@ -110,7 +117,7 @@ func resolveNames(doc *openapi3.T, router string) error {
 	resolveCollisions(sites, taken)
 	resolveEnumConstants(sites, taken)
 	keepFieldNames(doc, comps)
-	return nil
+	return ops, nil
 }
 
 // keepFieldNames keeps the Go field name of every property that refers to a component
@@ -142,30 +149,35 @@ func keepFieldNames(doc *openapi3.T, comps []*component) {
 
 // collectSites lists every type definition of the base: the components' (in the order
 // oapi-codegen declares them), the operations', and the reserved names (the router's too).
-func collectSites(doc *openapi3.T, comps []*component, router string) ([]*site, error) {
+func collectSites(doc *openapi3.T, comps []*component, router string) ([]*site, []codegen.OperationDefinition, error) {
 	var sites []*site
+	otherJSON := otherJSONResponseSchemas(doc)
 	for _, c := range comps {
 		tds, err := c.typeDefinitions()
 		if err != nil {
-			return nil, fmt.Errorf("oapi-codegen: components/%s/%s: %w", c.section, c.name, err)
+			return nil, nil, fmt.Errorf("oapi-codegen: components/%s/%s: %w", c.section, c.name, err)
 		}
 		for i, td := range tds {
 			s := &site{name: td.TypeName, td: td, rank: rankInline, inline: inlineRenamable(td)}
 			if i == 0 {
 				s.inline, s.comp, s.rank = nil, c, rankComponent
-				if c.section == "schemas" {
+				switch c.section {
+				case "schemas":
 					s.rank = rankSchema
+				case "responses":
+					s.rank = rankResponse
 				}
 				if c.ext == nil {
 					s.comp, s.rank = nil, rankFixed
 				}
 			}
+			pinOtherJSON(s, otherJSON)
 			sites = append(sites, s)
 		}
 	}
 	defs, err := codegen.OperationDefinitions(doc)
 	if err != nil {
-		return nil, fmt.Errorf("oapi-codegen: %w", err)
+		return nil, nil, fmt.Errorf("oapi-codegen: %w", err)
 	}
 	for _, op := range defs {
 		if op.IsAlias {
@@ -176,6 +188,7 @@ func collectSites(doc *openapi3.T, comps []*component, router string) ([]*site, 
 			if s.inline == nil {
 				s.rank = rankFixed
 			}
+			pinOtherJSON(s, otherJSON)
 			sites = append(sites, s)
 		}
 		for _, n := range operationTypeNames(op) {
@@ -185,7 +198,75 @@ func collectSites(doc *openapi3.T, comps []*component, router string) ([]*site, 
 	for _, n := range slices.Concat(reservedNames, routerNames[router]) {
 		sites = append(sites, &site{name: n, rank: rankFixed})
 	}
-	return sites, nil
+	return sites, defs, nil
+}
+
+// pinOtherJSON gives an inline type of a response in a JSON media type other than
+// application/json (otherJSON) its name as x-go-type-name: oapi-codegen declares such a
+// type by the name the type definitions give it, after the media type
+// (CreateOrder201ApplicationHalPlusJSONResponseBodyStatus), but refers to it by another,
+// after the response's name tag (CreateOrder201HALJSONResponseBodyStatus), so that the
+// type is used but never declared; with x-go-type-name both are the one name. A schema
+// reached again (a components/responses entry, and each operation that refers to it)
+// keeps the name the first site gave it (formatBase drops the second, identical
+// declaration oapi-codegen then writes).
+func pinOtherJSON(s *site, otherJSON map[*openapi3.Schema]bool) {
+	if s.inline == nil || !otherJSON[s.inline] {
+		return
+	}
+	if n, ok := s.inline.Extensions["x-go-type-name"].(string); ok && n != "" {
+		s.name = n
+		return
+	}
+	rename(s, s.name)
+}
+
+// otherJSONResponseSchemas returns the inline schemas (not behind a $ref) of the responses
+// (the operations' and components/responses) in a JSON media type other than
+// application/json (application/hal+json, application/problem+json, ...).
+func otherJSONResponseSchemas(doc *openapi3.T) map[*openapi3.Schema]bool {
+	out := map[*openapi3.Schema]bool{}
+	var walk func(r *openapi3.SchemaRef)
+	walk = func(r *openapi3.SchemaRef) {
+		if r == nil || r.Ref != "" || r.Value == nil || out[r.Value] {
+			return
+		}
+		s := r.Value
+		out[s] = true
+		for _, list := range []openapi3.SchemaRefs{s.AllOf, s.OneOf, s.AnyOf, s.PrefixItems} {
+			for _, m := range list {
+				walk(m)
+			}
+		}
+		for _, p := range s.Properties {
+			walk(p)
+		}
+		walk(s.Items)
+		walk(s.AdditionalProperties.Schema)
+	}
+	response := func(r *openapi3.ResponseRef) {
+		if r == nil || r.Value == nil {
+			return
+		}
+		for ct, mt := range r.Value.Content {
+			if mt != nil && isJSON(ct) && mediaType(ct) != "application/json" {
+				walk(mt.Schema)
+			}
+		}
+	}
+	if doc.Components != nil {
+		for _, r := range doc.Components.Responses {
+			response(r)
+		}
+	}
+	forEachOperation(doc, func(_ *openapi3.PathItem, op *openapi3.Operation) {
+		if op.Responses != nil {
+			for _, r := range op.Responses.Map() {
+				response(r)
+			}
+		}
+	})
+	return out
 }
 
 // operationTypeNames are the names the strict server declares for an operation.
@@ -312,20 +393,49 @@ func freeName(base string, taken map[string]bool) string {
 	}
 }
 
-// resolveEnumConstants renames types whose name an enum constant takes. The constants
-// are computed as oapi-codegen's GenerateEnums does: an enum's values, prefixed with its
-// type name when they conflict with another enum's or with a type name.
+// resolveEnumConstants gives every enum constant a name nothing else in the base takes.
+// The constants are computed as oapi-codegen's GenerateEnums does: an enum's values,
+// prefixed with its type name when they conflict with another enum's or with a type name.
+// Then, for each constant:
+//
+//   - a type named like it is renamed (Name2), an enum type included (Event.source's
+//     prefixed "type" is EventSourceType, the type of Event.sourceType);
+//   - when it cannot be (a name of the server or of an operation: an enum value
+//     "Handler"), or when two prefixed enums both yield it (Scope "isGlobal" and ScopeIs
+//     "global": ScopeIsGlobal, which oapi-codegen never compares), the constant is
+//     renamed instead, with x-enum-varnames on the enum: ScopeIsGlobal2 (the later enum's).
 func resolveEnumConstants(sites []*site, taken map[string]bool) {
 	for range 5 {
 		byName := map[string][]*site{}
 		for _, s := range sites {
 			byName[s.name] = append(byName[s.name], s)
 		}
+		enums := enumsOf(sites, byName)
+		owners := map[string][]*enum{} // constant → the enums that declare it
+		for _, e := range enums {
+			for _, c := range e.constants() {
+				owners[c] = append(owners[c], e)
+			}
+		}
 		changed := false
-		for _, c := range enumConstants(sites, byName) {
+		for _, c := range sortedKeys(owners) {
+			keep := 1 // how many of the enums declaring c keep it
 			for _, s := range byName[c] {
-				if s.renamable() && len(s.td.Schema.EnumValues) == 0 {
+				switch {
+				case s.renamable() && len(s.td.Schema.EnumValues) == 0:
 					rename(s, freeName(c, taken))
+					changed = true
+				case len(owners[c]) == 1 && owners[c][0].name == c:
+					// An enum whose constant is its own name (a value ""): nothing to do.
+				case s.renamable():
+					rename(s, freeName(c, taken))
+					changed = true
+				default:
+					keep = 0
+				}
+			}
+			for _, e := range owners[c][min(keep, len(owners[c])):] {
+				if renameConstant(e, c, owners, taken) {
 					changed = true
 				}
 			}
@@ -336,13 +446,9 @@ func resolveEnumConstants(sites []*site, taken map[string]bool) {
 	}
 }
 
-// enumConstants returns the names of every enum constant the base declares.
-func enumConstants(sites []*site, byName map[string][]*site) []string {
-	type enum struct {
-		name   string
-		values map[string]string
-		prefix bool
-	}
+// enumsOf returns the enums the base declares (one per type name, as oapi-codegen's
+// GenerateEnums keeps them), each prefixed as oapi-codegen prefixes it.
+func enumsOf(sites []*site, byName map[string][]*site) []*enum {
 	var enums []*enum
 	seen := map[string]bool{}
 	for _, s := range sites {
@@ -350,34 +456,9 @@ func enumConstants(sites []*site, byName map[string][]*site) []string {
 			continue
 		}
 		seen[s.name] = true
-		enums = append(enums, &enum{name: s.name, values: s.td.Schema.EnumValues})
+		enums = append(enums, &enum{name: s.name, values: s.td.Schema.EnumValues, schema: s.td.Schema.OAPISchema})
 	}
-	constants := func(e *enum) []string {
-		var out []string
-		for k := range e.values {
-			if e.prefix {
-				k = e.name + codegen.UppercaseFirstCharacter(k)
-			}
-			out = append(out, k)
-		}
-		return out
-	}
-	for changed := true; changed; {
-		changed = false
-		for i, a := range enums {
-			for _, b := range enums[i+1:] {
-				if a.prefix && b.prefix {
-					continue
-				}
-				if slices.ContainsFunc(constants(a), func(c string) bool { return slices.Contains(constants(b), c) }) ||
-					slices.ContainsFunc(sortedKeys(a.values), func(k string) bool { _, ok := b.values[k]; return ok }) {
-					changed = changed || !a.prefix || !b.prefix
-					a.prefix, b.prefix = true, true
-				}
-			}
-		}
-	}
-	var out []string
+	prefixConflicting(enums)
 	for _, e := range enums {
 		for k := range e.values {
 			for _, s := range byName[k] {
@@ -389,10 +470,134 @@ func enumConstants(sites []*site, byName map[string][]*site) []string {
 		if _, self := e.values[e.name]; self {
 			e.prefix = true
 		}
-		out = append(out, constants(e)...)
 	}
-	sort.Strings(out)
-	return slices.Compact(out)
+	return enums
+}
+
+// renameConstant gives e's constant c another name, free among the constants (owners) and
+// the types (taken): its value name gets 2, 3, ... ("isGlobal" → "isGlobal2", the
+// constant ScopeIsGlobal2), written as the enum's x-enum-varnames, which oapi-codegen
+// names the constants by. It reports whether it renamed the constant.
+func renameConstant(e *enum, c string, owners map[string][]*enum, taken map[string]bool) bool {
+	if e.schema == nil {
+		return false
+	}
+	var key string
+	for k := range e.values {
+		if e.constant(k) == c {
+			key = k
+		}
+	}
+	if key == "" {
+		return false
+	}
+	newKey := ""
+	for i := 2; newKey == ""; i++ {
+		k := key + strconv.Itoa(i)
+		if _, ok := e.values[k]; !ok && !taken[e.constant(k)] && len(owners[e.constant(k)]) == 0 {
+			newKey = k
+		}
+	}
+	values := e.schema.Enum
+	if len(values) == 0 {
+		values = []any{e.schema.Const}
+	}
+	keyOf := map[string]string{}
+	for k, v := range e.values {
+		keyOf[v] = k
+	}
+	names := make([]any, len(values))
+	for i, v := range values {
+		k := keyOf[fmt.Sprintf("%v", v)]
+		if k == key {
+			k = newKey
+		}
+		names[i] = k
+	}
+	if e.schema.Extensions == nil {
+		e.schema.Extensions = map[string]any{}
+	}
+	e.schema.Extensions["x-enum-varnames"] = names
+	// The value names as oapi-codegen computes them from x-enum-varnames; the map is the
+	// site's own, so that the next round sees them.
+	gs, err := codegen.GenerateGoSchema(&openapi3.SchemaRef{Value: e.schema}, []string{e.name})
+	if err != nil || len(gs.EnumValues) != len(e.values) {
+		delete(e.schema.Extensions, "x-enum-varnames")
+		return false
+	}
+	clear(e.values)
+	maps.Copy(e.values, gs.EnumValues)
+	taken[e.constant(newKey)] = true
+	return true
+}
+
+// enum is one enum type of the base: its name, its values (constant name → value, as
+// oapi-codegen's Schema.EnumValues) and whether its constants are prefixed with its name.
+type enum struct {
+	name   string
+	values map[string]string
+	prefix bool
+	schema *openapi3.Schema // where x-enum-varnames renames a constant
+}
+
+// constants are e's constant names: its value names, prefixed with its type name (the
+// first character of the value name upper-cased) when e.prefix.
+func (e *enum) constants() []string {
+	out := make([]string, 0, len(e.values))
+	for k := range e.values {
+		out = append(out, e.constant(k))
+	}
+	return out
+}
+
+// constant is the name of the constant of value name k.
+func (e *enum) constant(k string) string {
+	if e.prefix {
+		return e.name + codegen.UppercaseFirstCharacter(k)
+	}
+	return k
+}
+
+// prefixConflicting sets prefix on the enums oapi-codegen's GenerateEnums prefixes for
+// conflicting with one another: two enums conflict, unless both are prefixed already,
+// when they share a value name or when their constant names meet; oapi-codegen prefixes
+// both and repeats until nothing changes. A conflict, once there, stays until both are
+// prefixed (prefixing only adds names to meet), so the result is the smallest set closed
+// under that rule whatever the order: every enum sharing a value name with another, then,
+// from each enum prefixed, every unprefixed enum that has a value named like one of its
+// prefixed constants. Each enum is prefixed once and each of its constants looked up
+// once: linear in the number of values (oapi-codegen's pairwise loop is quadratic).
+func prefixConflicting(enums []*enum) {
+	byValue := map[string][]*enum{} // value name → the enums that have it
+	for _, e := range enums {
+		for k := range e.values {
+			byValue[k] = append(byValue[k], e)
+		}
+	}
+	var work []*enum
+	mark := func(e *enum) {
+		if !e.prefix {
+			e.prefix = true
+			work = append(work, e)
+		}
+	}
+	for _, e := range enums {
+		for k := range e.values {
+			if len(byValue[k]) > 1 {
+				mark(e)
+				break
+			}
+		}
+	}
+	for len(work) > 0 {
+		e := work[len(work)-1]
+		work = work[:len(work)-1]
+		for _, c := range e.constants() {
+			for _, other := range byValue[c] {
+				mark(other) // a no-op for e itself and for an enum prefixed already
+			}
+		}
+	}
 }
 
 // component is a named entry of components/* that oapi-codegen turns into a Go type.

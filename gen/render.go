@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
-	"golang.org/x/tools/imports"
 
 	"github.com/idemgen/idemgen/templates"
 )
@@ -90,9 +89,8 @@ func render(opts Options, m *model, ops []codegen.OperationDefinition) ([]byte, 
 	if err := tmpl.ExecuteTemplate(&b, "idempotent.go.tmpl", l); err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", IdempotentFile, err)
 	}
-	// Every import the template may use is listed: imports.Process only removes the unused
-	// ones and never searches for packages.
-	out, err := imports.Process(IdempotentFile, b.Bytes(), &imports.Options{Comments: true, TabIndent: true, TabWidth: 8})
+	// Every import the template may use is listed: formatGo removes the unused ones.
+	out, err := formatGo(IdempotentFile, b.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("formatting %s: %w\n%s", IdempotentFile, err, b.Bytes())
 	}

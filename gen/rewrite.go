@@ -15,8 +15,9 @@ import (
 // The spec file is never changed, and the markers were read before. With an external
 // base the key headers stay as the spec declares them: the package's own oapi-codegen
 // output has them so. router is the base's server, whose names no schema may take ("" for
-// an external base whose server is not known yet).
-func prepareBase(doc *openapi3.T, m *model, external bool, router string) error {
+// an external base whose server is not known yet). It returns the operations as
+// oapi-codegen defines them (see resolveNames).
+func prepareBase(doc *openapi3.T, m *model, external bool, router string) ([]codegen.OperationDefinition, error) {
 	doc.Webhooks = nil // OpenAPI 3.1 webhooks are requests the service sends, not serves
 	for _, o := range m.Ops {
 		if o.Key.Header != "" && !external {
@@ -41,6 +42,8 @@ func prepareBase(doc *openapi3.T, m *model, external bool, router string) error 
 	forEachSchema(doc, func(s *openapi3.Schema) {
 		normalizeAllOf(s)
 		dropUnmappedDiscriminator(s)
+		uniqueFieldNames(s)
+		enumOfStrings(s)
 	})
 	return resolveNames(doc, router)
 }
@@ -147,6 +150,81 @@ func uniqueParamNames(params openapi3.Parameters) {
 			v.Extensions["x-go-name"] = alt
 		}
 	}
+}
+
+// enumOfStrings drops the format of a string enum whose format oapi-codegen maps to a Go
+// type that is not a string (format: date is openapi_types.Date, date-time time.Time,
+// uuid openapi_types.UUID, ...): it cannot declare the enum's constants in such a type
+// ("2023-09-01" is no Date constant) and refuses the spec. The enum becomes a string type
+// with its constants; the JSON is the same string.
+func enumOfStrings(s *openapi3.Schema) {
+	if len(s.Enum) == 0 || s.Format == "" || !s.Type.Is(openapi3.TypeString) || s.Extensions["x-go-type"] != nil {
+		return
+	}
+	gs, err := codegen.GenerateGoSchema(&openapi3.SchemaRef{Value: s}, []string{"Enum"})
+	if err == nil && gs.GoType != "string" {
+		s.Format = ""
+	}
+}
+
+// uniqueFieldNames gives the properties of one object schema distinct Go field names
+// (x-go-name next to the property): "isGlobal" and "is_global" are both IsGlobal to
+// oapi-codegen. A property whose x-go-name the spec sets keeps its name, then the first in
+// oapi-codegen's field order (x-order, then name); the others get IsGlobal2, IsGlobal3.
+func uniqueFieldNames(s *openapi3.Schema) {
+	if len(s.Properties) < 2 {
+		return
+	}
+	groups := map[string][]string{}
+	for _, name := range codegen.SortedSchemaKeys(s.Properties) {
+		if s.Properties[name] == nil {
+			return // oapi-codegen refuses the schema before naming its fields
+		}
+		g := fieldGoName(name, s.Properties[name])
+		groups[g] = append(groups[g], name)
+	}
+	if len(groups) == len(s.Properties) {
+		return
+	}
+	taken := map[string]bool{}
+	for g := range groups {
+		taken[g] = true
+	}
+	for _, g := range sortedKeys(groups) {
+		members := groups[g]
+		if len(members) < 2 {
+			continue
+		}
+		sort.SliceStable(members, func(i, j int) bool {
+			return hasGoName(s.Properties[members[i]]) && !hasGoName(s.Properties[members[j]])
+		})
+		for _, name := range members[1:] {
+			p := s.Properties[name]
+			if p.Extensions == nil {
+				p.Extensions = map[string]any{}
+			}
+			p.Extensions["x-go-name"] = freeName(g, taken)
+		}
+	}
+}
+
+// fieldGoName is the Go field name oapi-codegen gives the property name: its x-go-name
+// (next to a $ref, else the schema's own), else its name, made a Go name.
+func fieldGoName(name string, p *openapi3.SchemaRef) string {
+	if n, ok := p.Extensions["x-go-name"].(string); ok && n != "" {
+		return codegen.SchemaNameToTypeName(n)
+	}
+	if p.Value != nil {
+		if n, ok := p.Value.Extensions["x-go-name"].(string); ok && n != "" {
+			return codegen.SchemaNameToTypeName(n)
+		}
+	}
+	return codegen.SchemaNameToTypeName(name)
+}
+
+func hasGoName(p *openapi3.SchemaRef) bool {
+	_, own := p.Extensions["x-go-name"]
+	return own || p.Value != nil && p.Value.Extensions["x-go-name"] != nil
 }
 
 // paramGoName is the Go field name oapi-codegen gives a parameter.

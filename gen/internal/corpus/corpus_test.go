@@ -87,7 +87,7 @@ func TestCorpus(t *testing.T) {
 }
 
 // findSpecs lists the specs, or skips (fails under CI=true) when ../shared is not there.
-func findSpecs(t *testing.T) []string {
+func findSpecs(t testing.TB) []string {
 	var specs []string
 	for _, pattern := range []string{"*.yaml", "*.json", "corpus/*.yaml", "corpus/*.json"} {
 		m, _ := filepath.Glob(filepath.Join(specsDir, pattern))
