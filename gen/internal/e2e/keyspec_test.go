@@ -252,6 +252,9 @@ func TestValidationBeforeTheClaim(t *testing.T) {
 		{`{"amount": 0}`, `/amount: number must be at least 1`},
 		{`{"amount": "5"}`, `/amount`},
 		{`{"amount": 5}garbage`, `after top-level value`},
+		// encoding/json would decode these into Amount, unvalidated.
+		{`{"amount": 5, "AMOUNT": 900000000000000}`, `/AMOUNT: member "AMOUNT" differs from the declared property "amount" only by case`},
+		{`{"Amount": 0}`, `/Amount: member "Amount"`},
 	} {
 		r := send(t, srv, "POST", "/transfers", h, "application/json", c.body)
 		var e keyspec.Error

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -172,6 +173,18 @@ func checkOrders(t *testing.T, srv *httptest.Server, o *orders, pool *pgxpool.Po
 	refused := placeOrder(t, srv, "k-2", `{"item":"book","quantity":0}`)
 	if refused.status != 400 || refused.header.Get("Content-Type") != "application/problem+json" || !strings.Contains(refused.body, "quantity") {
 		t.Errorf("a quantity under the spec's minimum: %d %v %s, want a 400 problem naming the field", refused.status, refused.header, refused.body)
+	}
+	// Members that differ from a declared property only by case: encoding/json would
+	// decode them into the field openapi3filter validated under its exact name.
+	for i, body := range []string{
+		`{"item":"book","quantity":2,"QUANTITY":900000000000000}`,
+		`{"item":"book","Quantity":0}`,
+		`{"item":"book","quantity":2,"Item":""}`,
+	} {
+		r := placeOrder(t, srv, fmt.Sprintf("k-case-%d", i), body)
+		if r.status != 400 || r.header.Get("Content-Type") != "application/problem+json" || !strings.Contains(r.body, "only by case") {
+			t.Errorf("%s: %d %v %s, want a 400 problem naming the member that differs only by case", body, r.status, r.header, r.body)
+		}
 	}
 	failed := placeOrder(t, srv, "k-3", `{"item":"fail","quantity":1}`)
 	if failed.status != 500 || failed.header.Get("Content-Type") != "application/problem+json" || strings.Contains(failed.body, "business failure") {
