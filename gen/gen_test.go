@@ -128,7 +128,7 @@ func TestGolden(t *testing.T) {
 		t.Run(c, func(t *testing.T) {
 			dir := filepath.Join("testdata", "golden", c)
 			opts := gen.Options{Spec: goldenSpec(t, c), Package: c, Router: goldenRouters[c], Version: "(devel)"}
-			want := []string{gen.BaseFile, gen.IdempotentFile}
+			want := []string{gen.BaseFile, gen.SpecFile, gen.IdempotentFile}
 			if g, ok := goldenExternal[c]; ok {
 				compareGolden(t, dir, gen.File{Name: ExternalBaseFile, Data: oapiCodegen(t, opts.Spec, c, g)})
 				opts.Base, opts.Dir, want = gen.BaseExternal, dir, want[1:]
@@ -447,8 +447,8 @@ func TestExternalBase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 1 || files[0].Name != gen.IdempotentFile || !bytes.Equal(files[0].Data, want) {
-		t.Errorf("external base: got %v, want only %s as in the golden case", names(files), gen.IdempotentFile)
+	if len(files) != 2 || files[0].Name != gen.SpecFile || files[1].Name != gen.IdempotentFile || !bytes.Equal(files[1].Data, want) {
+		t.Errorf("external base: got %v, want only %s and %s as in the golden case", names(files), gen.SpecFile, gen.IdempotentFile)
 	}
 }
 

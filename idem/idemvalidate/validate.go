@@ -5,7 +5,7 @@
 //
 // It is kin-openapi's openapi3filter behind net/http middleware:
 //
-//	spec, err := openapi3.NewLoader().LoadFromData(specYAML) // e.g. //go:embed openapi.yaml
+//	spec, err := api.OpenAPI() // the spec idemgen embedded in the generated package (spec.gen.go)
 //	validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler) // store is the *idem.Store
 //	http.ListenAndServe(addr, validate(h))
 package idemvalidate

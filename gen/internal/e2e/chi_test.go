@@ -14,10 +14,10 @@ import (
 
 func TestChi(t *testing.T) {
 	testRouters(t,
-		routerCase{"idemgen base", func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
+		routerCase{"idemgen base", api.OpenAPI, func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
 			return chiServer(store, api.NewIdempotentStrictServer(chiOrders{o}, store), mw...)
 		}},
-		routerCase{"external base", func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
+		routerCase{"external base", ext.OpenAPI, func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
 			return chiExternalServer(store, ext.NewIdempotentStrictServer(chiExternalOrders{o}, store), mw...)
 		}},
 	)

@@ -16,10 +16,10 @@ import (
 
 func TestEcho(t *testing.T) {
 	testRouters(t,
-		routerCase{"idemgen base", func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
+		routerCase{"idemgen base", api.OpenAPI, func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
 			return echoServer(store, api.NewIdempotentStrictServer(echoOrders{o}, store), mw...)
 		}},
-		routerCase{"external base", func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
+		routerCase{"external base", ext.OpenAPI, func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
 			return echoExternalServer(store, ext.NewIdempotentStrictServer(echoExternalOrders{o}, store), mw...)
 		}},
 	)

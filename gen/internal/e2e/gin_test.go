@@ -15,10 +15,10 @@ import (
 func TestGin(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode) // no route listing on stdout
 	testRouters(t,
-		routerCase{"idemgen base", func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
+		routerCase{"idemgen base", api.OpenAPI, func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
 			return ginServer(store, api.NewIdempotentStrictServer(ginOrders{o}, store), mw...)
 		}},
-		routerCase{"external base", func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
+		routerCase{"external base", ext.OpenAPI, func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
 			return ginExternalServer(store, ext.NewIdempotentStrictServer(ginExternalOrders{o}, store), mw...)
 		}},
 	)

@@ -64,6 +64,7 @@ func scope(ctx context.Context) (string, error) {
 // routerCase is one package of routers.yaml behind its router.
 type routerCase struct {
 	name  string
+	spec  func() (*openapi3.T, error) // the package's OpenAPI(), from its spec.gen.go
 	serve func(store *idem.Store, o *orders, middleware ...func(http.Handler) http.Handler) http.Handler
 }
 
@@ -74,12 +75,12 @@ type routerCase struct {
 // Then, with a store that renders its rejections in the service's own shape, the requests
 // the router itself cannot decode get that shape too (checkOwnErrorShape).
 func testRouters(t *testing.T, cases ...routerCase) {
-	spec, err := openapi3.NewLoader().LoadFromFile("../../testdata/golden/routers.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			spec, err := c.spec()
+			if err != nil {
+				t.Fatal(err)
+			}
 			pool := ordersDB(t)
 			o := &orders{}
 			store := idem.NewStore(pool, idem.WithScope(scope))

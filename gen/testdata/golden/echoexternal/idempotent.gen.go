@@ -47,6 +47,7 @@ var createOrderPolicy = idem.MustPolicy(idem.Policy{
 // them: give it one that passes the 400s (a parameter or body echo could not bind) to
 // store.RequestErrorHandler and the errors that are not echo's to
 // idem.ResponseErrorHandler (echoProblems in idemgen's README). Wire it as usual, after
+// spec, err := OpenAPI() (this package's spec, spec.gen.go) and
 // validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler):
 //
 //	e := echo.New()
