@@ -139,7 +139,8 @@ func Example_server() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer pool.Close() // last: after the server and the purger
+	// Closed last, after the server has drained and the purger has stopped.
+	defer pool.Close()
 	if err := idem.Migrate(ctx, pool); err != nil { // or apply migrations/ with your tool
 		log.Fatal(err)
 	}

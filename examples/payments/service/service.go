@@ -27,7 +27,6 @@ import (
 	"net/http"
 	"time"
 
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
