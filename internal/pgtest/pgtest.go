@@ -110,6 +110,9 @@ func URL(tb testing.TB) string {
 	return baseURL
 }
 
+// Started reports whether Main has a server for the tests (DATABASE_URL or its cluster).
+func Started() bool { return baseURL != "" }
+
 // Cluster returns the embedded cluster, for tests that stop or restart the
 // server. It returns nil when DATABASE_URL is used; such tests should then
 // call tb.Skip, since they cannot control a shared server.
