@@ -44,6 +44,12 @@ func Pool(tb testing.TB, url string) *pgxpool.Pool {
 	return pgtest.Pool(tb, url)
 }
 
+// PoolWithMax is Pool with at most maxConns connections (0: as Pool).
+func PoolWithMax(tb testing.TB, url string, maxConns int32) *pgxpool.Pool {
+	tb.Helper()
+	return pgtest.PoolWithMax(tb, url, maxConns)
+}
+
 // NewPool is NewDB and Pool, with idem's idempotency_keys table created (idem.Migrate):
 // what a test of a service needs before its own tables.
 func NewPool(tb testing.TB) *pgxpool.Pool {

@@ -16,15 +16,15 @@ import (
 	"github.com/idemgen/idemgen/examples/payments/db"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemredis/redistest"
-	"github.com/idemgen/idemgen/internal/pgtest"
+	"github.com/idemgen/idemgen/idemtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { idemtest.Main(m) }
 
 // The wiring quoted in the README serves: a payment, its replay, the 401 of the
 // authentication stand-in, and the outcomes in the registry.
 func TestWiring(t *testing.T) {
-	pool := pgtest.Pool(t, pgtest.NewDB(t))
+	pool := idemtest.Pool(t, idemtest.NewDB(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // stops the purger
 	if err := idem.Migrate(ctx, pool); err != nil {
