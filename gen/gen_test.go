@@ -312,6 +312,10 @@ func TestErrors(t *testing.T) {
 			`testdata/errors/dangling-ref.yaml:19:30: $ref "#/components/schemas/Gone" does not resolve: nothing at that path in this document`},
 		{"ref-path-item.yaml", `testdata/errors/ref-path-item.yaml:5:11: x-idempotent: POST /a is marked in the path item this $ref names; idemgen reads markers in the spec file only: move the path item here`},
 		{"not-yaml.yaml", `testdata/errors/not-yaml.yaml:8:6: did not find expected key (while parsing a block mapping at 5:5)`},
+		// The parser notices these a line late: the place is the end of the line with the
+		// mistake (the missing '}', the missing closing quote).
+		{"unclosed-flow.yaml", `testdata/errors/unclosed-flow.yaml:7:35: did not find expected ',' or '}' (noticed at 9:16, while parsing a flow mapping at 7:21)`},
+		{"unclosed-quote.yaml", `testdata/errors/unclosed-quote.yaml:3:16: did not find expected key (noticed at 4:13, while parsing a block mapping at 3:3)`},
 		{"json-syntax.json", `testdata/errors/json-syntax.json:5:65: invalid character '}' looking for beginning of object key string`},
 		{"duplicate-key.yaml", `testdata/errors/duplicate-key.yaml:9:7: duplicate key "operationId" (first at 6:7)`},
 		{"several-key-headers.yaml", `testdata/errors/several-key-headers.yaml:7:7: x-idempotent: POST /orders declares several headers that could carry the idempotency key (Idempotency-Key, x-idempotency-key): name the one with x-idempotent: {header: NAME}`},
