@@ -102,9 +102,8 @@ func Generate(opts Options) ([]File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(m.Ops) == 0 && opts.Warnf != nil {
-		opts.Warnf("%s: no operation is marked %s: the idempotent layer passes every operation through", opts.Spec, MarkerExt)
-	}
+	// The warnings about operations first (the ones left unmarked, the unmarked ones that
+	// declare a key): they explain the summary that follows them.
 	for _, w := range m.Warnings {
 		if opts.Warnf != nil {
 			opts.Warnf("%s", w.Error())
@@ -114,6 +113,9 @@ func Generate(opts Options) ([]File, error) {
 		if opts.Warnf != nil {
 			opts.Warnf("%s: %s %s is left unmarked by %s.methods: %s", u.Pos, u.Method, u.Path, DefaultsExt, u.Why)
 		}
+	}
+	if len(m.Ops) == 0 && opts.Warnf != nil {
+		opts.Warnf("%s: no operation is marked %s: the idempotent layer passes every operation through", opts.Spec, MarkerExt)
 	}
 	specCode, err := renderSpec(opts, s) // before the base step rewrites s.doc
 	if err != nil {

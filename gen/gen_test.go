@@ -586,3 +586,35 @@ func TestWarnings(t *testing.T) {
 		})
 	}
 }
+
+// TestWarningsOrder: the operations x-idempotent-defaults.methods left unmarked are
+// warned about before the summary they explain (no operation is marked).
+func TestWarningsOrder(t *testing.T) {
+	spec := filepath.Join(t.TempDir(), "openapi.yaml")
+	if err := os.WriteFile(spec, []byte(`openapi: "3.0.3"
+info: {title: t, version: "1"}
+x-idempotent-defaults: {methods: [post]}
+paths:
+  /events:
+    post:
+      operationId: streamEvents
+      responses:
+        '200':
+          description: a stream
+          content:
+            text/event-stream:
+              schema: {type: string}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var warnings []string
+	_, err := gen.Generate(gen.Options{Spec: spec, Package: "api", Warnf: func(format string, args ...any) {
+		warnings = append(warnings, fmt.Sprintf(format, args...))
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 2 || !strings.Contains(warnings[0], "POST /events is left unmarked") || !strings.Contains(warnings[1], "no operation is marked") {
+		t.Errorf("warnings:\n%s\nwant the unmarked POST /events first, then no operation is marked", strings.Join(warnings, "\n"))
+	}
+}
