@@ -19,9 +19,10 @@ import (
 
 const generateHelp = `usage: idemgen generate [-check] [-router std-http|chi|echo|gin] [-base oapi-codegen|external] -package NAME -o DIR SPEC
 
-Writes DIR/oapi.gen.go (oapi-codegen: models, the router's server, strict server) and
+Writes DIR/oapi.gen.go (oapi-codegen: models, the router's server, strict server),
 DIR/idempotent.gen.go (IdempotentServerInterface, NewIdempotentStrictServer, one
-idem.Policy per marked operation) from the OpenAPI 3 file SPEC. DIR is created when
+idem.Policy per marked operation) and DIR/spec.gen.go (the spec, embedded: OpenAPI()
+returns it parsed, for idemvalidate) from the OpenAPI 3 file SPEC. DIR is created when
 missing. With -check nothing is written: a unified diff is printed and the exit status
 is 1 when the files in DIR differ from what would be generated. The diff's paths are
 relative to the current directory (under go generate, the package's): "git apply" run
