@@ -56,7 +56,7 @@ func (o chiOrders) CreateOrder(ctx context.Context, tx idem.Tx, req api.CreateOr
 }
 
 func (o chiOrders) GetOrder(ctx context.Context, req api.GetOrderRequestObject) (api.GetOrderResponseObject, error) {
-	return api.GetOrder404Response{}, nil
+	return api.GetOrder404Response{}, o.get(req.Id)
 }
 
 type chiExternalOrders struct{ *orders }
@@ -67,5 +67,5 @@ func (o chiExternalOrders) CreateOrder(ctx context.Context, tx idem.Tx, req ext.
 }
 
 func (o chiExternalOrders) GetOrder(ctx context.Context, req ext.GetOrderRequestObject) (ext.GetOrderResponseObject, error) {
-	return ext.GetOrder404Response{}, nil
+	return ext.GetOrder404Response{}, o.get(req.Id)
 }

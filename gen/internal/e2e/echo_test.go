@@ -81,7 +81,7 @@ func (o echoOrders) CreateOrder(ctx context.Context, tx idem.Tx, req api.CreateO
 }
 
 func (o echoOrders) GetOrder(ctx context.Context, req api.GetOrderRequestObject) (api.GetOrderResponseObject, error) {
-	return api.GetOrder404Response{}, nil
+	return api.GetOrder404Response{}, o.get(req.Id)
 }
 
 type echoExternalOrders struct{ *orders }
@@ -92,5 +92,5 @@ func (o echoExternalOrders) CreateOrder(ctx context.Context, tx idem.Tx, req ext
 }
 
 func (o echoExternalOrders) GetOrder(ctx context.Context, req ext.GetOrderRequestObject) (ext.GetOrderResponseObject, error) {
-	return ext.GetOrder404Response{}, nil
+	return ext.GetOrder404Response{}, o.get(req.Id)
 }

@@ -90,7 +90,7 @@ func (o ginOrders) CreateOrder(ctx context.Context, tx idem.Tx, req api.CreateOr
 }
 
 func (o ginOrders) GetOrder(ctx context.Context, req api.GetOrderRequestObject) (api.GetOrderResponseObject, error) {
-	return api.GetOrder404Response{}, nil
+	return api.GetOrder404Response{}, o.get(req.Id)
 }
 
 type ginExternalOrders struct{ *orders }
@@ -101,5 +101,5 @@ func (o ginExternalOrders) CreateOrder(ctx context.Context, tx idem.Tx, req ext.
 }
 
 func (o ginExternalOrders) GetOrder(ctx context.Context, req ext.GetOrderRequestObject) (ext.GetOrderResponseObject, error) {
-	return ext.GetOrder404Response{}, nil
+	return ext.GetOrder404Response{}, o.get(req.Id)
 }

@@ -41,6 +41,14 @@ func (o *orders) create(ctx context.Context, tx idem.Tx, account, item string, q
 	return id, err
 }
 
+// get is the business of getOrder, an unmarked operation: order 500 fails.
+func (o *orders) get(id int64) error {
+	if id == 500 {
+		return errors.New("unmarked failure: secret detail")
+	}
+	return nil
+}
+
 // accountKey holds the account authenticate found, in the request's context.
 type accountKey struct{}
 
@@ -188,8 +196,15 @@ func checkOrders(t *testing.T, srv *httptest.Server, o *orders, pool *pgxpool.Po
 		}
 	}
 	failed := placeOrder(t, srv, "k-3", `{"item":"fail","quantity":1}`)
-	if failed.status != 500 || failed.header.Get("Content-Type") != "application/problem+json" || strings.Contains(failed.body, "business failure") {
-		t.Errorf("a business failure: %d %v %s, want a 500 problem that does not leak the error", failed.status, failed.header, failed.body)
+	if failed.status != 500 || failed.header.Get("Content-Type") != "application/problem+json" || strings.Contains(failed.body, "business failure") ||
+		!strings.Contains(failed.body, "rolled back; it may be retried (with the same idempotency key") {
+		t.Errorf("a business failure: %d %v %s, want a 500 problem that does not leak the error and says a retry runs", failed.status, failed.header, failed.body)
+	}
+	// An unmarked operation's failure: a 500 that promises nothing about keys.
+	req, _ := http.NewRequest("GET", srv.URL+"/orders/500", nil)
+	req.Header.Set("X-Account", "acme")
+	if r := roundTrip(t, req); r.status != 500 || strings.Contains(r.body, "secret") || strings.Contains(r.body, "idempotency key") || strings.Contains(r.body, "rolled back") {
+		t.Errorf("an unmarked operation's failure: %d %s, want a 500 problem that does not speak of keys or rollbacks", r.status, r.body)
 	}
 	if n := o.calls.Load(); n != 2 {
 		t.Errorf("business ran %d times, want 2 (not for the refused request)", n)
