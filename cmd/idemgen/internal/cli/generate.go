@@ -51,7 +51,7 @@ func newGenerateFlags() (*flag.FlagSet, generateFlags) {
 	return fs, generateFlags{
 		check:  fs.Bool("check", false, "write nothing; print a diff and exit 1 when DIR's files are stale"),
 		router: fs.String("router", "", "`ROUTER` of the base: std-http (net/http, the default), chi, echo or gin; with\n-base external, read from DIR (when given, it must agree)"),
-		base:   fs.String("base", gen.BaseOapiCodegen, "`BASE`: oapi-codegen writes both files; external writes only idempotent.gen.go,\ninto a package that already has oapi-codegen's strict-server output for this spec"),
+		base:   fs.String("base", gen.BaseOapiCodegen, "`BASE`: oapi-codegen writes every file; external writes only idempotent.gen.go and spec.gen.go,\ninto a package that already has oapi-codegen's strict-server output for this spec"),
 		pkg:    fs.String("package", "", "Go package `NAME` of the generated files (required)"),
 		dir:    fs.String("o", "", "output `DIR` (required)"),
 	}
