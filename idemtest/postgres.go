@@ -24,7 +24,10 @@ import (
 // server dies with it). It takes about a second. Without either, Main prints how to
 // install PostgreSQL and exits 1: tests are never skipped silently. -v logs the cluster's
 // progress.
-func Main(m *testing.M) { pgtest.Main(m) }
+func Main(m *testing.M) {
+	pgtest.Name = "idemtest"
+	pgtest.Main(m)
+}
 
 // NewDB creates an empty database of the test's own and returns its URL. It is dropped
 // (WITH (FORCE)) when the test and its subtests end, so tests and packages running in
