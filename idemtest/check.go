@@ -277,14 +277,24 @@ func (c *checker) inFlight(t *testing.T) {
 	case <-time.After(time.Minute): // a safety net, not an ordering
 		t.Fatal("the business did not reach Gate.Pass within a minute")
 	}
+	// The duplicate must be answered (409) without running the business; with wait it
+	// waits for the held request, which is released once the duplicate is on its way.
+	// A duplicate whose business runs meanwhile (a second run at the gate) fails the check
+	// and is released, so that nothing hangs.
+	duplicate := make(chan answer, 1)
+	go func() { duplicate <- c.send(c.op.Body, key) }()
 	var dup answer
 	if c.op.Wait {
-		waiting := make(chan answer, 1)
-		go func() { waiting <- c.send(c.op.Body, key) }()
 		release()
-		dup = <-waiting
+		dup = <-duplicate
 	} else {
-		dup = c.send(c.op.Body, key)
+		select {
+		case dup = <-duplicate:
+		case <-entered:
+			t.Errorf("the business of a duplicate ran while the first request was in flight")
+			release()
+			dup = <-duplicate
+		}
 		release()
 	}
 	first := <-held

@@ -26,7 +26,7 @@ type Gate struct {
 	runs    int
 	fail    bool
 	held    chan struct{} // not nil while holding: closed by release
-	entered chan struct{} // closed by the first run that reaches a held gate
+	entered chan struct{} // gets a value for each run that reaches the held gate
 }
 
 // NewGate returns an open gate.
@@ -44,9 +44,11 @@ func (g *Gate) Pass(ctx context.Context) error {
 		return ErrInjected
 	}
 	held := g.held
-	if held != nil && g.entered != nil {
-		close(g.entered)
-		g.entered = nil
+	if held != nil {
+		select {
+		case g.entered <- struct{}{}:
+		default: // more runs than the checks wait for: they fail on the first two
+		}
 	}
 	g.mu.Unlock()
 	if held == nil {
@@ -67,12 +69,12 @@ func (g *Gate) Runs() int {
 	return g.runs
 }
 
-// hold makes the next runs block in Pass until release is called. entered is closed when
-// the first of them is in Pass.
+// hold makes the next runs block in Pass until release is called. entered gets a value
+// for each of them (up to 64) as it enters Pass.
 func (g *Gate) hold() (entered <-chan struct{}, release func()) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	held, in := make(chan struct{}), make(chan struct{})
+	held, in := make(chan struct{}), make(chan struct{}, 64)
 	g.held, g.entered = held, in
 	var once sync.Once
 	return in, func() {

@@ -75,11 +75,21 @@ func TestOrdersService(t *testing.T) {
 	})
 }
 
-// naive is a handler without the protocol: every request runs, none is refused.
-type naive struct{ runs atomic.Int32 }
+// naive is a handler without the protocol: every request runs, none is refused; with a
+// gate, each run passes it.
+type naive struct {
+	runs atomic.Int32
+	gate *idemtest.Gate
+}
 
 func (n *naive) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	run := n.runs.Add(1)
+	if n.gate != nil {
+		if err := n.gate.Pass(r.Context()); err != nil {
+			http.Error(w, "failed", 500)
+			return
+		}
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(201)
 	fmt.Fprintf(w, `{"id":"o-%d"}`, run)
@@ -90,9 +100,18 @@ func (n *naive) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestCheckOperationFailsANaiveHandler(t *testing.T) {
 	if os.Getenv("IDEMTEST_NAIVE") == "1" {
 		n := &naive{}
-		idemtest.CheckOperation(t, idemtest.Operation{
-			Handler: n, Method: "POST", Path: "/orders", Body: `{"qty":1}`, OtherBody: `{"qty":2}`,
-			KeyRequired: true, Runs: func(testing.TB) int { return int(n.runs.Load()) },
+		t.Run("counted", func(t *testing.T) {
+			idemtest.CheckOperation(t, idemtest.Operation{
+				Handler: n, Method: "POST", Path: "/orders", Body: `{"qty":1}`, OtherBody: `{"qty":2}`,
+				KeyRequired: true, Runs: func(testing.TB) int { return int(n.runs.Load()) },
+			})
+		})
+		gated := &naive{gate: idemtest.NewGate()}
+		t.Run("gated", func(t *testing.T) {
+			idemtest.CheckOperation(t, idemtest.Operation{
+				Handler: gated, Method: "POST", Path: "/orders", Body: `{"qty":1}`, OtherBody: `{"qty":2}`,
+				Gate: gated.gate,
+			})
 		})
 		return
 	}
@@ -102,14 +121,18 @@ func TestCheckOperationFailsANaiveHandler(t *testing.T) {
 	if err == nil {
 		t.Fatalf("the checks passed a handler without the protocol:\n%s", out)
 	}
+	const run = "TestCheckOperationFailsANaiveHandler/"
 	for _, want := range []string{
-		"--- FAIL: TestCheckOperationFailsANaiveHandler/duplicates_released_together_run_once",
+		"--- FAIL: " + run + "counted/duplicates_released_together_run_once",
 		"the business ran 10 times for 10 duplicates released together, want 1",
-		"--- FAIL: TestCheckOperationFailsANaiveHandler/a_retry_replays_byte_for_byte",
-		"--- FAIL: TestCheckOperationFailsANaiveHandler/another_payload_under_the_key_is_422",
-		"--- FAIL: TestCheckOperationFailsANaiveHandler/missing_and_invalid_keys_are_400",
+		"--- FAIL: " + run + "counted/a_retry_replays_byte_for_byte",
+		"--- FAIL: " + run + "counted/another_payload_under_the_key_is_422",
+		"--- FAIL: " + run + "counted/missing_and_invalid_keys_are_400",
 		"no key: Created (201)",
-		"--- SKIP: TestCheckOperationFailsANaiveHandler/a_duplicate_in_flight_is_409",
+		"--- SKIP: " + run + "counted/a_duplicate_in_flight_is_409",
+		"--- FAIL: " + run + "gated/a_duplicate_in_flight_is_409",
+		"a duplicate of a request in flight: Created (201)",
+		"--- PASS: " + run + "gated/a_business_error_releases_the_key", // nothing stored, so nothing to release
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("the child's output lacks %q:\n%s", want, out)
