@@ -22,12 +22,12 @@ func RequestErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	WriteProblem(w, http.StatusBadRequest, err.Error())
 }
 
-// DoError is the error of a call of [Store.Do] for an operation marked x-idempotent, as
-// the generated layer returns it: the business failed (or the protocol's database did)
-// and the transaction was rolled back. [ResponseErrorHandler] tells the client so, and
-// that a retry (with the same idempotency key) runs again; for an error wrapping
+// DoError is the error of a store's Do for an operation marked x-idempotent, as the
+// generated layer returns it: the business failed (or the store did), its transaction was
+// rolled back (PostgreSQL) and its key released. [ResponseErrorHandler] tells the client
+// that a retry, with the same idempotency key, runs again; for an error wrapping
 // [ErrCommitUnknown], that a retry with the same key tells what happened. Other errors
-// (an unmarked operation's) get a plain 500.
+// (an unmarked operation's) get a plain 500 that speaks of no key.
 type DoError struct{ Err error }
 
 func (e *DoError) Error() string { return e.Err.Error() }
@@ -58,7 +58,7 @@ func writeServerError(w http.ResponseWriter, err error) {
 	case errors.Is(err, ErrCommitUnknown):
 		WriteProblem(w, http.StatusInternalServerError, "the request's outcome is unknown (its commit got no answer); a retry with the same idempotency key answers what happened")
 	case errors.As(err, &de):
-		WriteProblem(w, http.StatusInternalServerError, "the request failed and was rolled back; it may be retried (with the same idempotency key, if it had one)")
+		WriteProblem(w, http.StatusInternalServerError, "the request failed; it may be retried, with the same idempotency key if it had one")
 	default:
 		WriteProblem(w, http.StatusInternalServerError, "the request failed")
 	}

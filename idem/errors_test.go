@@ -47,7 +47,7 @@ func TestResponseErrorHandlerDetail(t *testing.T) {
 		want, wantNo string
 	}{
 		{errBusiness, `"the request failed"`, "idempotency key"},
-		{&DoError{Err: errBusiness}, "rolled back; it may be retried (with the same idempotency key", ""},
+		{&DoError{Err: errBusiness}, "it may be retried, with the same idempotency key if it had one", ""},
 		{&DoError{Err: fmt.Errorf("%w: connection reset", ErrCommitUnknown)}, "outcome is unknown", "rolled back"},
 	} {
 		w := httptest.NewRecorder()

@@ -197,7 +197,7 @@ func checkOrders(t *testing.T, srv *httptest.Server, o *orders, pool *pgxpool.Po
 	}
 	failed := placeOrder(t, srv, "k-3", `{"item":"fail","quantity":1}`)
 	if failed.status != 500 || failed.header.Get("Content-Type") != "application/problem+json" || strings.Contains(failed.body, "business failure") ||
-		!strings.Contains(failed.body, "rolled back; it may be retried (with the same idempotency key") {
+		!strings.Contains(failed.body, "it may be retried, with the same idempotency key") {
 		t.Errorf("a business failure: %d %v %s, want a 500 problem that does not leak the error and says a retry runs", failed.status, failed.header, failed.body)
 	}
 	// An unmarked operation's failure: a 500 that promises nothing about keys.

@@ -83,7 +83,7 @@ func (s *idempotentServer) StartJob(ctx context.Context, request StartJobRequest
 		return s.store.Record(out.VisitStartJobResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, &idem.DoError{Err: err} // rolled back: idem.ResponseErrorHandler says a retry runs again
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }
@@ -101,7 +101,7 @@ func (s *idempotentServer) CancelJob(ctx context.Context, request CancelJobReque
 		return s.store.Record(out.VisitCancelJobResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, &idem.DoError{Err: err} // rolled back: idem.ResponseErrorHandler says a retry runs again
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }

@@ -107,7 +107,7 @@ func (s *idempotentServer) CreateCharge(ctx context.Context, request CreateCharg
 		return s.store.Record(out.VisitCreateChargeResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, &idem.DoError{Err: err} // rolled back: idem.ResponseErrorHandler says a retry runs again
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }
@@ -126,7 +126,7 @@ func (s *idempotentServer) CreatePayout(ctx context.Context, request CreatePayou
 		return s.store.Record(out.VisitCreatePayoutResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, &idem.DoError{Err: err} // rolled back: idem.ResponseErrorHandler says a retry runs again
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }
@@ -144,7 +144,7 @@ func (s *idempotentServer) CreateTransfer(ctx context.Context, request CreateTra
 		return s.store.Record(out.VisitCreateTransferResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, &idem.DoError{Err: err} // rolled back: idem.ResponseErrorHandler says a retry runs again
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }

@@ -99,7 +99,7 @@ func (s *idempotentServer) CreateAttachment(ctx context.Context, request CreateA
 		return s.store.Record(out.VisitCreateAttachmentResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, &idem.DoError{Err: err} // rolled back: idem.ResponseErrorHandler says a retry runs again
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }
@@ -120,7 +120,7 @@ func (s *idempotentServer) CreateClassification(ctx context.Context, request Cre
 		return s.store.Record(out.VisitCreateClassificationResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, &idem.DoError{Err: err} // rolled back: idem.ResponseErrorHandler says a retry runs again
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }
@@ -139,7 +139,7 @@ func (s *idempotentServer) CreatePet2(ctx context.Context, request CreatePet2Req
 		return s.store.Record(out.VisitCreatePet2Response) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, &idem.DoError{Err: err} // rolled back: idem.ResponseErrorHandler says a retry runs again
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }

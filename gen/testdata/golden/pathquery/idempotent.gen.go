@@ -85,7 +85,7 @@ func (s *idempotentServer) LockAccount(ctx context.Context, request LockAccountR
 		return s.store.Record(out.VisitLockAccountResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, &idem.DoError{Err: err} // rolled back: idem.ResponseErrorHandler says a retry runs again
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }
@@ -106,7 +106,7 @@ func (s *idempotentServer) CreateAccountTransfer(ctx context.Context, request Cr
 		return s.store.Record(out.VisitCreateAccountTransferResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, &idem.DoError{Err: err} // rolled back: idem.ResponseErrorHandler says a retry runs again
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }

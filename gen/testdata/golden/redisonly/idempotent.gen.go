@@ -81,7 +81,7 @@ func (s *idempotentServer) LikePost(ctx context.Context, request LikePostRequest
 		return s.redis.Record(out.VisitLikePostResponse) // at most idem.DefaultMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }

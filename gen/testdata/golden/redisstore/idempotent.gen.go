@@ -116,7 +116,7 @@ func (s *idempotentServer) CreatePayment(ctx context.Context, request CreatePaym
 		return s.store.Record(out.VisitCreatePaymentResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }
@@ -134,7 +134,7 @@ func (s *idempotentServer) StarPayment(ctx context.Context, request StarPaymentR
 		return s.redis.Record(out.VisitStarPaymentResponse) // at most idem.DefaultMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }
@@ -157,7 +157,7 @@ func (s *idempotentServer) FollowUser(ctx context.Context, request FollowUserReq
 		return s.redis.Record(out.VisitFollowUserResponse) // at most idem.DefaultMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }

@@ -76,7 +76,7 @@ func (s *idempotentServer) CreateOrder(ctx context.Context, request CreateOrderR
 		return s.store.Record(out.VisitCreateOrderResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, &idem.DoError{Err: err} // rolled back: idem.ResponseErrorHandler says a retry runs again
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }
