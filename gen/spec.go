@@ -30,8 +30,10 @@ type specLayer struct {
 // InternalizeRefs, as the base does) and embedded as JSON, so the package needs no file
 // at run time.
 func renderSpec(opts Options, s *spec) ([]byte, error) {
-	l := specLayer{Version: opts.Version, Package: opts.Package, Spec: baseName(opts.Spec), JSON: s.src.json}
+	l := specLayer{Version: opts.Version, Package: opts.Package, Spec: baseName(opts.Spec)}
 	text := s.data
+	// A JSON file whose content $refs were resolved is embedded as the YAML of its tree.
+	l.JSON = s.src.json && json.Valid(text)
 	if s.src.externalRefs() {
 		doc, err := loadDoc(opts.Spec, s.data)
 		if err != nil {
