@@ -17,14 +17,15 @@ import (
 // here is one every service pays for.
 const maxConsumerModules = 100
 
-// consumerMain is the service's code: the imports of idemgen's generated code and of the
-// README's wiring.
+// consumerMain is the service's code: the imports of idemgen's generated code, of the
+// README's wiring and of its tests (idemtest).
 const consumerMain = `package main
 
 import (
 	_ "github.com/idemgen/idemgen/idem"
 	_ "github.com/idemgen/idemgen/idem/idemprom"
 	_ "github.com/idemgen/idemgen/idem/idemvalidate"
+	_ "github.com/idemgen/idemgen/idemtest"
 	_ "github.com/oapi-codegen/runtime"
 )
 

@@ -47,18 +47,25 @@ type File struct {
 }
 
 // Version is the idemgen version for the generated header: the module's release tag when
-// built from a tagged module (go tool / go run pkg@vX), else "(devel)". Pseudo-versions are
-// not used, so that output does not change with every commit of idemgen itself.
+// built from a tagged module (go tool / go run pkg@vX), else "(devel)". Pseudo-versions and
+// replaced modules (a local checkout) are not used, so that output does not change with
+// every commit of idemgen itself.
 func Version() string {
 	bi, ok := debug.ReadBuildInfo()
 	if !ok {
 		return "(devel)"
 	}
 	v := bi.Main.Version
+	if bi.Main.Replace != nil { // go tool idemgen from a local checkout (replace ... => ../idemgen)
+		v = "(devel)"
+	}
 	if bi.Main.Path != "github.com/idemgen/idemgen" {
 		for _, d := range bi.Deps {
 			if d.Path == "github.com/idemgen/idemgen" {
 				v = d.Version
+				if d.Replace != nil { // a local checkout (replace ... => ../idemgen): v0.0.0 says nothing
+					v = "(devel)"
+				}
 			}
 		}
 	}
@@ -78,7 +85,8 @@ func Version() string {
 //	names   (rewrite.go, names.go) the document rewritten for the base: unique, valid Go
 //	                     names, the key headers, what oapi-codegen cannot generate
 //	base    (base.go)    oapi-codegen, once
-//	render  (render.go)  the idempotent layer from the model and oapi-codegen's names
+//	render  (render.go)  the idempotent layer from the model and oapi-codegen's names,
+//	        (spec.go)    and the spec file: the spec embedded, OpenAPI() parses it once
 //
 // Writing is [Emit]'s, through a [FileSystem].
 func Generate(opts Options) ([]File, error) {
@@ -94,9 +102,8 @@ func Generate(opts Options) ([]File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(m.Ops) == 0 && opts.Warnf != nil {
-		opts.Warnf("%s: no operation is marked %s: the idempotent layer passes every operation through", opts.Spec, MarkerExt)
-	}
+	// The warnings about operations first (the ones left unmarked, the unmarked ones that
+	// declare a key): they explain the summary that follows them.
 	for _, w := range m.Warnings {
 		if opts.Warnf != nil {
 			opts.Warnf("%s", w.Error())
@@ -106,6 +113,13 @@ func Generate(opts Options) ([]File, error) {
 		if opts.Warnf != nil {
 			opts.Warnf("%s: %s %s is left unmarked by %s.methods: %s", u.Pos, u.Method, u.Path, DefaultsExt, u.Why)
 		}
+	}
+	if len(m.Ops) == 0 && opts.Warnf != nil {
+		opts.Warnf("%s: no operation is marked %s: the idempotent layer passes every operation through", opts.Spec, MarkerExt)
+	}
+	specCode, err := renderSpec(opts, s) // before the base step rewrites s.doc
+	if err != nil {
+		return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
 	}
 	b, err := generateBase(s.doc, m, opts, s.src.externalRefs())
 	if err != nil {
@@ -128,7 +142,7 @@ func Generate(opts Options) ([]File, error) {
 		}
 		files = append(files, File{Name: BaseFile, Data: code})
 	}
-	return append(files, File{Name: IdempotentFile, Data: layer}), nil
+	return append(files, File{Name: SpecFile, Data: specCode}, File{Name: IdempotentFile, Data: layer}), nil
 }
 
 func (opts Options) withDefaults() (Options, error) {

@@ -128,7 +128,7 @@ func TestGolden(t *testing.T) {
 		t.Run(c, func(t *testing.T) {
 			dir := filepath.Join("testdata", "golden", c)
 			opts := gen.Options{Spec: goldenSpec(t, c), Package: c, Router: goldenRouters[c], Version: "(devel)"}
-			want := []string{gen.BaseFile, gen.IdempotentFile}
+			want := []string{gen.BaseFile, gen.SpecFile, gen.IdempotentFile}
 			if g, ok := goldenExternal[c]; ok {
 				compareGolden(t, dir, gen.File{Name: ExternalBaseFile, Data: oapiCodegen(t, opts.Spec, c, g)})
 				opts.Base, opts.Dir, want = gen.BaseExternal, dir, want[1:]
@@ -312,6 +312,10 @@ func TestErrors(t *testing.T) {
 			`testdata/errors/dangling-ref.yaml:19:30: $ref "#/components/schemas/Gone" does not resolve: nothing at that path in this document`},
 		{"ref-path-item.yaml", `testdata/errors/ref-path-item.yaml:5:11: x-idempotent: POST /a is marked in the path item this $ref names; idemgen reads markers in the spec file only: move the path item here`},
 		{"not-yaml.yaml", `testdata/errors/not-yaml.yaml:8:6: did not find expected key (while parsing a block mapping at 5:5)`},
+		// The parser notices these a line late: the place is the end of the line with the
+		// mistake (the missing '}', the missing closing quote).
+		{"unclosed-flow.yaml", `testdata/errors/unclosed-flow.yaml:7:35: did not find expected ',' or '}' (noticed at 9:16, while parsing a flow mapping at 7:21)`},
+		{"unclosed-quote.yaml", `testdata/errors/unclosed-quote.yaml:3:16: did not find expected key (noticed at 4:13, while parsing a block mapping at 3:3)`},
 		{"json-syntax.json", `testdata/errors/json-syntax.json:5:65: invalid character '}' looking for beginning of object key string`},
 		{"duplicate-key.yaml", `testdata/errors/duplicate-key.yaml:9:7: duplicate key "operationId" (first at 6:7)`},
 		{"several-key-headers.yaml", `testdata/errors/several-key-headers.yaml:7:7: x-idempotent: POST /orders declares several headers that could carry the idempotency key (Idempotency-Key, x-idempotency-key): name the one with x-idempotent: {header: NAME}`},
@@ -447,8 +451,8 @@ func TestExternalBase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 1 || files[0].Name != gen.IdempotentFile || !bytes.Equal(files[0].Data, want) {
-		t.Errorf("external base: got %v, want only %s as in the golden case", names(files), gen.IdempotentFile)
+	if len(files) != 2 || files[0].Name != gen.SpecFile || files[1].Name != gen.IdempotentFile || !bytes.Equal(files[1].Data, want) {
+		t.Errorf("external base: got %v, want only %s and %s as in the golden case", names(files), gen.SpecFile, gen.IdempotentFile)
 	}
 }
 
@@ -580,5 +584,37 @@ func TestWarnings(t *testing.T) {
 				t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
 			}
 		})
+	}
+}
+
+// TestWarningsOrder: the operations x-idempotent-defaults.methods left unmarked are
+// warned about before the summary they explain (no operation is marked).
+func TestWarningsOrder(t *testing.T) {
+	spec := filepath.Join(t.TempDir(), "openapi.yaml")
+	if err := os.WriteFile(spec, []byte(`openapi: "3.0.3"
+info: {title: t, version: "1"}
+x-idempotent-defaults: {methods: [post]}
+paths:
+  /events:
+    post:
+      operationId: streamEvents
+      responses:
+        '200':
+          description: a stream
+          content:
+            text/event-stream:
+              schema: {type: string}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var warnings []string
+	_, err := gen.Generate(gen.Options{Spec: spec, Package: "api", Warnf: func(format string, args ...any) {
+		warnings = append(warnings, fmt.Sprintf(format, args...))
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 2 || !strings.Contains(warnings[0], "POST /events is left unmarked") || !strings.Contains(warnings[1], "no operation is marked") {
+		t.Errorf("warnings:\n%s\nwant the unmarked POST /events first, then no operation is marked", strings.Join(warnings, "\n"))
 	}
 }

@@ -12,8 +12,9 @@ import (
 // spec is the input of a run: the file as a node tree, for positions, and as kin-openapi's
 // document, for everything else.
 type spec struct {
-	src *source
-	doc *openapi3.T
+	src  *source
+	data []byte // the file's bytes (content $refs inlined), for the spec file (spec.go)
+	doc  *openapi3.T
 	// loadErr is kin-openapi's error when it could not load the document: reported with
 	// the source checks, and nothing that needs doc runs.
 	loadErr error
@@ -37,12 +38,13 @@ func load(path string) (*spec, error) {
 	if err := src.checkVersion(); err != nil {
 		return nil, err
 	}
-	s := &spec{src: src, doc: doc}
+	s := &spec{src: src, doc: doc, data: data}
 	if inlined, ok, err := src.inlineContentRefs(); err != nil {
 		return nil, err
 	} else if ok {
 		// A bundler's content $refs, resolved (contentref.go): kin-openapi loads the
-		// document again, with them inlined.
+		// document again, with them inlined, and the spec file embeds it so.
+		s.data = inlined
 		s.doc, docErr = loadDoc(path, inlined)
 	}
 	if docErr != nil {

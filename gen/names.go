@@ -35,7 +35,7 @@ import (
 var reservedNames = []string{
 	"ServerInterface", "ServerInterfaceWrapper",
 	"StrictServerInterface", "StrictHandlerFunc", "StrictMiddlewareFunc", "NewStrictHandler",
-	"IdempotentServerInterface", "NewIdempotentStrictServer",
+	"IdempotentServerInterface", "NewIdempotentStrictServer", "OpenAPI",
 }
 
 // routerNames are declared by each router's server templates (templates/{stdhttp,chi,echo,gin}

@@ -38,7 +38,7 @@ func parseSource(file string, data []byte) (*source, error) {
 	} else {
 		var doc yaml.Node
 		if err := yaml.Unmarshal(data, &doc); err != nil {
-			return nil, yamlError(file, err)
+			return nil, yamlError(file, data, err)
 		}
 		root = &doc
 		if root.Kind == yaml.DocumentNode && len(root.Content) > 0 {
@@ -144,14 +144,23 @@ func lineStarts(data []byte) []int {
 }
 
 // yamlError turns a YAML syntax error into a located *Error.
-func yamlError(file string, err error) error {
+func yamlError(file string, data []byte, err error) error {
 	var le *yaml.LoadError
 	if errors.As(err, &le) && le.Mark.Line > 0 {
-		msg := le.Message
-		if le.ContextMsg != "" && le.ContextMark.Line > 0 {
-			msg += fmt.Sprintf(" (%s at %d:%d)", le.ContextMsg, le.ContextMark.Line, le.ContextMark.Column)
+		var notes []string
+		line, col := le.Mark.Line, le.Mark.Column
+		if l, c, ok := ranOn(data, le); ok {
+			notes = append(notes, fmt.Sprintf("noticed at %d:%d", line, col))
+			line, col = l, c
 		}
-		return &Error{Pos: Pos{File: file, Line: le.Mark.Line, Col: le.Mark.Column}, Msg: msg}
+		if le.ContextMsg != "" && le.ContextMark.Line > 0 {
+			notes = append(notes, fmt.Sprintf("%s at %d:%d", le.ContextMsg, le.ContextMark.Line, le.ContextMark.Column))
+		}
+		msg := le.Message
+		if len(notes) > 0 {
+			msg += " (" + strings.Join(notes, ", ") + ")"
+		}
+		return &Error{Pos: Pos{File: file, Line: line, Col: col}, Msg: msg}
 	}
 	msg := strings.TrimPrefix(err.Error(), "yaml: ")
 	var line int
@@ -161,6 +170,47 @@ func yamlError(file string, err error) error {
 		}
 	}
 	return &Error{Pos: Pos{File: file}, Msg: msg}
+}
+
+// ranOn locates a YAML syntax error whose mistake is on an earlier line than the place
+// the parser noticed it: it returns the end of the last line with content before the
+// mark. Two cases, both "did not find expected ...": a flow collection opened on an
+// earlier line and not closed ({required: true<newline>responses: ...: the '}' is
+// missing at the end of the line before), and a quoted scalar that ran on from an earlier
+// line (title: "t<newline>version: "1": the closing quote is missing there). A mark at the
+// first token of its line is the line's own mistake (a key indented wrongly) and stays.
+func ranOn(data []byte, le *yaml.LoadError) (line, col int, ok bool) {
+	if !strings.HasPrefix(le.Message, "did not find expected") {
+		return 0, 0, false
+	}
+	lines := strings.Split(string(data), "\n")
+	ml := le.Mark.Line
+	if ml < 2 || ml > len(lines) {
+		return 0, 0, false
+	}
+	text := []rune(strings.TrimRight(lines[ml-1], "\r"))
+	first := 0
+	for first < len(text) && (text[first] == ' ' || text[first] == '\t') {
+		first++
+	}
+	before := text[:min(max(le.Mark.Column-1, 0), len(text))]
+	flow := strings.Contains(le.Message, "',' or '}'") || strings.Contains(le.Message, "',' or ']'")
+	switch {
+	case le.Mark.Column-1 <= first: // the mark is the line's first token
+		return 0, 0, false
+	case flow && le.ContextMark.Line > 0 && le.ContextMark.Line < ml:
+	case strings.Count(string(before), `"`)%2 == 1 || strings.Count(string(before), "'")%2 == 1:
+	default:
+		return 0, 0, false
+	}
+	for l := ml - 1; l >= 1; l-- {
+		t := strings.TrimRight(lines[l-1], " \t\r")
+		if trimmed := strings.TrimSpace(t); trimmed == "" || strings.HasPrefix(trimmed, "#") {
+			continue
+		}
+		return l, len([]rune(t)), true
+	}
+	return 0, 0, false
 }
 
 // externalRefs reports a $ref to another file anywhere in the document.

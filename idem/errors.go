@@ -22,14 +22,25 @@ func RequestErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	WriteProblem(w, http.StatusBadRequest, err.Error())
 }
 
+// DoError is the error of a store's Do for an operation marked x-idempotent, as the
+// generated layer returns it: the business failed (or the store did), its transaction was
+// rolled back (PostgreSQL) and its key released. [ResponseErrorHandler] tells the client
+// that a retry, with the same idempotency key, runs again; for an error wrapping
+// [ErrCommitUnknown], that a retry with the same key tells what happened. Other errors
+// (an unmarked operation's) get a plain 500 that speaks of no key.
+type DoError struct{ Err error }
+
+func (e *DoError) Error() string { return e.Err.Error() }
+func (e *DoError) Unwrap() error { return e.Err }
+
 // ResponseErrorHandler answers a business or database error with a 500 problem whose
-// detail does not leak the error text, and logs the error with log/slog's default logger
+// detail does not leak the error text (see [DoError] for what it says), and logs the error with log/slog's default logger
 // (level Error; method, path and error as attributes). Its signature fits
 // StrictHTTPServerOptions.ResponseErrorHandlerFunc. For another logger, use
 // [NewResponseErrorHandler].
 func ResponseErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	slog.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-	writeServerError(w)
+	writeServerError(w, err)
 }
 
 // NewResponseErrorHandler returns a handler like [ResponseErrorHandler] that reports each
@@ -37,10 +48,18 @@ func ResponseErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
 func NewResponseErrorHandler(log func(r *http.Request, err error)) func(w http.ResponseWriter, r *http.Request, err error) {
 	return func(w http.ResponseWriter, r *http.Request, err error) {
 		log(r, err)
-		writeServerError(w)
+		writeServerError(w, err)
 	}
 }
 
-func writeServerError(w http.ResponseWriter) {
-	WriteProblem(w, http.StatusInternalServerError, "the request failed; it was rolled back and may be retried with the same idempotency key")
+func writeServerError(w http.ResponseWriter, err error) {
+	var de *DoError
+	switch {
+	case errors.Is(err, ErrCommitUnknown):
+		WriteProblem(w, http.StatusInternalServerError, "the request's outcome is unknown (its commit got no answer); a retry with the same idempotency key answers what happened")
+	case errors.As(err, &de):
+		WriteProblem(w, http.StatusInternalServerError, "the request failed; it may be retried, with the same idempotency key if it had one")
+	default:
+		WriteProblem(w, http.StatusInternalServerError, "the request failed")
+	}
 }

@@ -3,6 +3,7 @@ package idem
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -34,6 +35,27 @@ func TestResponseErrorHandlerLogsAndHidesTheError(t *testing.T) {
 	h(w, httptest.NewRequest("POST", "/x", nil), errBusiness)
 	if logged != errBusiness || w.Code != http.StatusInternalServerError {
 		t.Fatalf("logged %v, answered %d", logged, w.Code)
+	}
+}
+
+// The 500's detail speaks of keys only for the errors of marked operations (the
+// generated layer wraps Store.Do's in DoError): an unmarked operation has no key, and
+// nothing of it was necessarily rolled back.
+func TestResponseErrorHandlerDetail(t *testing.T) {
+	for _, c := range []struct {
+		err          error
+		want, wantNo string
+	}{
+		{errBusiness, `"the request failed"`, "idempotency key"},
+		{&DoError{Err: errBusiness}, "it may be retried, with the same idempotency key if it had one", ""},
+		{&DoError{Err: fmt.Errorf("%w: connection reset", ErrCommitUnknown)}, "outcome is unknown", "rolled back"},
+	} {
+		w := httptest.NewRecorder()
+		NewResponseErrorHandler(func(*http.Request, error) {})(w, httptest.NewRequest("POST", "/x", nil), c.err)
+		body := w.Body.String()
+		if w.Code != 500 || !strings.Contains(body, c.want) || (c.wantNo != "" && strings.Contains(body, c.wantNo)) {
+			t.Errorf("%v: %d %s, want 500 with %q and without %q", c.err, w.Code, body, c.want, c.wantNo)
+		}
 	}
 }
 

@@ -4,6 +4,5 @@
 // one-command demo (cmd/demo). See README.md.
 package payments
 
-// Regenerate the handlers from the spec, and the typed SQL from the queries:
+// Regenerate the handlers from the spec (the typed SQL: see db/doc.go):
 //go:generate go tool idemgen generate -package api -o api openapi.yaml
-//go:generate go tool sqlc generate -f db/sqlc.yaml

@@ -6,15 +6,15 @@ import (
 	"log"
 	"net/http"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
-	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/idemgen/idemgen/examples/payments"
 	"github.com/idemgen/idemgen/examples/payments/api"
 	"github.com/idemgen/idemgen/examples/payments/db"
 	"github.com/idemgen/idemgen/idem"
@@ -90,20 +90,19 @@ func accountScope(ctx context.Context) (string, error) {
 	return account, nil
 }
 
-// handler wires the generated API: requests validated against the spec, the store with
-// its scope, metrics and purger, the Redis store of the operations marked store: redis,
-// and the handlers with the store's error handler for the requests (the protocol's
-// rejection shape) and idem's for the responses.
-func handler(ctx context.Context, pool *pgxpool.Pool, rdb redis.UniversalClient, reg prometheus.Registerer) http.Handler {
+// handler wires the generated API: requests validated against api's own spec, the store
+// with its scope and metrics, the Redis store of the operations marked store: redis, and
+// the handlers with the store's error handler for the requests (the protocol's rejection
+// shape) and idem's for the responses. It returns the store for the purger.
+func handler(ctx context.Context, pool *pgxpool.Pool, rdb redis.UniversalClient, reg prometheus.Registerer) (http.Handler, *idem.Store, error) {
 	outcomes := idemprom.NewOutcomes()
 	store := idem.NewStore(pool, idem.WithScope(accountScope), idem.WithObserver(outcomes.Observe))
 	reg.MustRegister(outcomes, idemprom.NewStoreCollector(store, time.Hour))
-	go idem.NewPurger(store, 10*time.Minute, 1000, nil).Run(ctx) // logs with slog
 	// starPayment (a rare duplicate star is acceptable) keeps its keys in Redis, with the
 	// same scope and metrics; New refuses a server whose maxmemory-policy may evict them.
 	stars, err := idemredis.New(ctx, rdb, idemredis.WithScope(accountScope), idemredis.WithObserver(outcomes.Observe))
 	if err != nil {
-		log.Fatal(err)
+		return nil, nil, err
 	}
 
 	// store.RequestErrorHandler answers undecodable and invalid requests (400, 413) in the
@@ -115,35 +114,73 @@ func handler(ctx context.Context, pool *pgxpool.Pool, rdb redis.UniversalClient,
 		})
 	h := api.HandlerWithOptions(strict, api.StdHTTPServerOptions{ErrorHandlerFunc: store.RequestErrorHandler})
 
-	// Requests that break the spec (a missing field, a value out of range) get a 400
-	// problem before the idempotency protocol claims their key.
-	spec, err := openapi3.NewLoader().LoadFromData(payments.OpenAPI) // //go:embed openapi.yaml
+	// Requests that break the spec (a missing field, a value out of range, a member named
+	// like a field in another case) get a 400 problem before the protocol claims their key.
+	spec, err := api.OpenAPI() // the spec package api was generated from (api/spec.gen.go)
 	if err != nil {
-		log.Fatal(err)
+		return nil, nil, err
 	}
 	validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler)
 	if err != nil {
-		log.Fatal(err)
+		return nil, nil, err
 	}
-	return http.MaxBytesHandler(authenticate(validate(h)), 1<<20)
+	return http.MaxBytesHandler(authenticate(validate(h)), 1<<20), store, nil
 }
 
 // A server for the generated API of examples/payments (TestWiring runs the same handler).
+// SIGINT or SIGTERM shuts it down gracefully: it stops accepting, lets the requests in
+// flight finish (their keys complete, or roll back and are released), then stops the
+// purger.
 func Example_server() {
+	signaled, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
 	if err != nil {
 		log.Fatal(err)
 	}
+	// Closed last, after the server has drained and the purger has stopped.
+	defer pool.Close()
 	if err := idem.Migrate(ctx, pool); err != nil { // or apply migrations/ with your tool
 		log.Fatal(err)
 	}
 	if err := db.Migrate(ctx, pool); err != nil { // the service's own tables
 		log.Fatal(err)
 	}
-	mux := http.NewServeMux()
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR"), ContextTimeoutEnabled: true})
-	mux.Handle("/", handler(ctx, pool, rdb, prometheus.DefaultRegisterer))
+	h, store, err := handler(ctx, pool, rdb, prometheus.DefaultRegisterer)
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// The purger deletes keys past their retention, every 10 minutes, until purging ends.
+	purging, stopPurging := context.WithCancel(ctx)
+	purged := make(chan struct{})
+	go func() {
+		defer close(purged)
+		idem.NewPurger(store, 10*time.Minute, 1000, nil).Run(purging) // logs with slog
+	}()
+
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
 	mux.Handle("GET /metrics", promhttp.Handler())
-	log.Fatal(http.ListenAndServe(":8080", mux))
+	srv := &http.Server{Addr: ":8080", Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.ListenAndServe() }()
+	select {
+	case err := <-served: // the port is taken, say
+		log.Print(err)
+	case <-signaled.Done():
+		// Stop accepting and drain: give the requests in flight 30 s (more than the
+		// operations' timeout) to finish; cut off what remains (their transactions roll
+		// back and release their keys, so a retry runs).
+		drain, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(drain); err != nil {
+			log.Printf("shutdown: %v; closing the remaining connections", err)
+			srv.Close()
+		}
+	}
+	stopPurging()
+	<-purged
 }

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -15,15 +16,15 @@ import (
 	"github.com/idemgen/idemgen/examples/payments/db"
 	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/idem/idemredis/redistest"
-	"github.com/idemgen/idemgen/internal/pgtest"
+	"github.com/idemgen/idemgen/idemtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { idemtest.Main(m) }
 
 // The wiring quoted in the README serves: a payment, its replay, the 401 of the
 // authentication stand-in, and the outcomes in the registry.
 func TestWiring(t *testing.T) {
-	pool := pgtest.Pool(t, pgtest.NewDB(t))
+	pool := idemtest.Pool(t, idemtest.NewDB(t))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel() // stops the purger
 	if err := idem.Migrate(ctx, pool); err != nil {
@@ -35,12 +36,17 @@ func TestWiring(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	rdb := redis.NewClient(&redis.Options{Addr: redistest.Start(t).Addr()})
 	defer rdb.Close()
-	srv := httptest.NewServer(handler(ctx, pool, rdb, reg))
+	h, store, err := handler(ctx, pool, rdb, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go idem.NewPurger(store, time.Hour, 1000, nil).Run(ctx)
+	srv := httptest.NewServer(h)
 	defer srv.Close()
 
-	post := func(account string) (status int, replayed, body string) {
+	send := func(account, body string) (status int, replayed, answer string) {
 		t.Helper()
-		req, _ := http.NewRequest("POST", srv.URL+"/payments", strings.NewReader(`{"amount":1999,"currency":"EUR"}`))
+		req, _ := http.NewRequest("POST", srv.URL+"/payments", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Idempotency-Key", "order-42")
 		if account != "" {
@@ -53,6 +59,25 @@ func TestWiring(t *testing.T) {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, resp.Header.Get("Idempotent-Replayed"), string(b)
+	}
+	post := func(account string) (status int, replayed, body string) {
+		t.Helper()
+		return send(account, `{"amount":1999,"currency":"EUR"}`)
+	}
+	// Members named like a field in another case: encoding/json would decode them into
+	// the field (9×10¹⁴ is over the spec's maximum; "eur" breaks its pattern and the
+	// table's CHECK), so validation refuses them before the key is claimed.
+	for _, body := range []string{
+		`{"amount":1999,"currency":"EUR","AMOUNT":900000000000000}`,
+		`{"amount":1999,"currency":"EUR","Currency":"eur"}`,
+	} {
+		if status, _, answer := send("acct_1", body); status != http.StatusBadRequest || !strings.Contains(answer, "only by case") {
+			t.Errorf("%s: %d %s, want a 400 problem naming the member", body, status, answer)
+		}
+	}
+	var keys int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys`).Scan(&keys); err != nil || keys != 0 {
+		t.Fatalf("%d keys (%v) after the refused requests, want 0: nothing is claimed", keys, err)
 	}
 	status, replayed, first := post("acct_1")
 	if status != http.StatusCreated || replayed != "" || !strings.Contains(first, `"amount":1999`) {

@@ -5,7 +5,7 @@
 //
 // It is kin-openapi's openapi3filter behind net/http middleware:
 //
-//	spec, err := openapi3.NewLoader().LoadFromData(specYAML) // e.g. //go:embed openapi.yaml
+//	spec, err := api.OpenAPI() // the spec idemgen embedded in the generated package (spec.gen.go)
 //	validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler) // store is the *idem.Store
 //	http.ListenAndServe(addr, validate(h))
 package idemvalidate
@@ -38,8 +38,11 @@ type ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
 // matches: its path, query, header and cookie parameters and its body (JSON, form,
 // multipart, text; binary bodies by their declared format). A request that fails gets
 // onError with an error naming the parameter or the body field and the rule
-// ("request body: /quantity: number must be at least 1"). The request body is read and
-// put back for the handler, unchanged: defaults are not filled in.
+// ("request body: /quantity: number must be at least 1"). A JSON member whose name
+// differs from a declared property only by case ("AMOUNT" beside "amount") is refused
+// too, since the generated handler's encoding/json would decode it into that property
+// unvalidated ("request body: /AMOUNT: member ... only by case"). The request body is
+// read and put back for the handler, unchanged: defaults are not filled in.
 //
 // Routes are matched on the spec's paths alone: its servers (hosts, base paths) are
 // ignored, as the generated router ignores them. A request no operation matches is passed
@@ -79,6 +82,9 @@ func validate(r *http.Request, router routers.Router, opts *openapi3filter.Optio
 		return nil // no operation: the router answers
 	}
 	if err := oneJSONValue(r); err != nil {
+		return err
+	}
+	if err := bodyCaseVariant(r, route); err != nil {
 		return err
 	}
 	input := &openapi3filter.RequestValidationInput{Request: r, PathParams: params, Route: route, Options: opts}

@@ -492,6 +492,10 @@ func (c *Cluster) logTail(from int64, n int) string {
 	return strings.Join(lines, "\n")
 }
 
+// debianBinGlob is where Debian and Ubuntu install the server binaries, one directory per
+// major version (a variable for the test of a machine without them).
+var debianBinGlob = "/usr/lib/postgresql/*/bin"
+
 // findBinDir returns the directory containing initdb and postgres: the one
 // of initdb on PATH, else the newest /usr/lib/postgresql/<version>/bin.
 func findBinDir() (string, error) {
@@ -512,7 +516,7 @@ func findBinDir() (string, error) {
 			return dir, nil
 		}
 	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	dirs, _ := filepath.Glob(debianBinGlob)
 	best, bestVer := "", -1.0
 	for _, d := range dirs {
 		v, err := strconv.ParseFloat(filepath.Base(filepath.Dir(d)), 64)

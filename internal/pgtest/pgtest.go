@@ -34,6 +34,10 @@ import (
 	"github.com/idemgen/idemgen/internal/pgembed"
 )
 
+// Name prefixes the messages of Main and of the test helpers: "pgtest", or the public
+// package that wraps them (idemtest).
+var Name = "pgtest"
+
 var (
 	baseURL string
 	cluster *pgembed.Cluster
@@ -58,7 +62,7 @@ func run(m *testing.M) int {
 	if u := os.Getenv("DATABASE_URL"); u != "" {
 		baseURL = u
 		if err := ping(ctx, u); err != nil {
-			fmt.Fprintf(os.Stderr, "pgtest: DATABASE_URL server is not usable: %v\n", err)
+			fmt.Fprintf(os.Stderr, Name+": DATABASE_URL server is not usable: %v\n", err)
 			return 1
 		}
 		return m.Run()
@@ -72,7 +76,7 @@ func run(m *testing.M) int {
 	}
 	c, err := pgembed.Start(ctx, opts)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "pgtest: cannot start PostgreSQL: %v\n", err)
+		fmt.Fprintf(os.Stderr, Name+": cannot start PostgreSQL: %v\n", err)
 		return 1
 	}
 	cluster, baseURL = c, c.URL()
@@ -84,7 +88,7 @@ func run(m *testing.M) int {
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	go func() {
 		sig := <-sigs
-		fmt.Fprintf(os.Stderr, "pgtest: %v: stopping PostgreSQL\n", sig)
+		fmt.Fprintf(os.Stderr, Name+": %v: stopping PostgreSQL\n", sig)
 		_ = c.Stop()
 		os.Exit(1)
 	}()
@@ -92,7 +96,7 @@ func run(m *testing.M) int {
 	code := m.Run()
 	signal.Stop(sigs)
 	if err := c.Stop(); err != nil {
-		fmt.Fprintf(os.Stderr, "pgtest: stopping PostgreSQL: %v\n", err)
+		fmt.Fprintf(os.Stderr, Name+": stopping PostgreSQL: %v\n", err)
 		if code == 0 {
 			code = 1
 		}
@@ -110,6 +114,9 @@ func URL(tb testing.TB) string {
 	return baseURL
 }
 
+// Started reports whether Main has a server for the tests (DATABASE_URL or its cluster).
+func Started() bool { return baseURL != "" }
+
 // Cluster returns the embedded cluster, for tests that stop or restart the
 // server. It returns nil when DATABASE_URL is used; such tests should then
 // call tb.Skip, since they cannot control a shared server.
@@ -125,16 +132,16 @@ func NewDB(tb testing.TB) string {
 	_, _ = rand.Read(rnd[:])
 	name := fmt.Sprintf("idemtest_%d_%s", dbSeq.Add(1), hex.EncodeToString(rnd[:]))
 	if err := execSQL(base, "CREATE DATABASE "+name); err != nil {
-		tb.Fatalf("pgtest: %v", err)
+		tb.Fatalf(Name+": %v", err)
 	}
 	tb.Cleanup(func() {
 		if err := execSQL(base, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			tb.Errorf("pgtest: %v", err)
+			tb.Errorf(Name+": %v", err)
 		}
 	})
 	u, err := withDatabase(base, name)
 	if err != nil {
-		tb.Fatalf("pgtest: %v", err)
+		tb.Fatalf(Name+": %v", err)
 	}
 	return u
 }
@@ -152,7 +159,7 @@ func PoolWithMax(tb testing.TB, connString string, maxConns int32) *pgxpool.Pool
 	tb.Helper()
 	cfg, err := pgxpool.ParseConfig(connString)
 	if err != nil {
-		tb.Fatalf("pgtest: %v", err)
+		tb.Fatalf(Name+": %v", err)
 	}
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
@@ -161,11 +168,11 @@ func PoolWithMax(tb testing.TB, connString string, maxConns int32) *pgxpool.Pool
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		tb.Fatalf("pgtest: %v", err)
+		tb.Fatalf(Name+": %v", err)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		tb.Fatalf("pgtest: connecting to database %q: %v", cfg.ConnConfig.Database, err)
+		tb.Fatalf(Name+": connecting to database %q: %v", cfg.ConnConfig.Database, err)
 	}
 	tb.Cleanup(pool.Close)
 	return pool

@@ -81,7 +81,8 @@ var starPaymentPolicy = idem.MustPolicy(idem.Policy{
 // (problem+json, or what idem.WithRejectionRenderer renders), and claim no key.
 // idem.ResponseErrorHandler answers impl's errors: a 500 problem, logged, not leaked.
 //
-// Wire it as usual, after validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler):
+// Wire it as usual, after spec, err := OpenAPI() (this package's spec, spec.gen.go) and
+// validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler):
 //
 //	strict := NewStrictHandlerWithOptions(NewIdempotentStrictServer(impl, store, redis), nil, StrictHTTPServerOptions{
 //		RequestErrorHandlerFunc:  store.RequestErrorHandler,
@@ -111,7 +112,7 @@ func (s *idempotentServer) CreatePayment(ctx context.Context, request CreatePaym
 		return s.store.Record(out.VisitCreatePaymentResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }
@@ -134,7 +135,7 @@ func (s *idempotentServer) CreateRefund(ctx context.Context, request CreateRefun
 		return s.store.Record(out.VisitCreateRefundResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }
@@ -152,7 +153,7 @@ func (s *idempotentServer) StarPayment(ctx context.Context, request StarPaymentR
 		return s.redis.Record(out.VisitStarPaymentResponse) // at most idem.DefaultMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }

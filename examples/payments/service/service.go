@@ -27,13 +27,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/getkin/kin-openapi/openapi3"
-
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/examples/payments"
 	"github.com/idemgen/idemgen/examples/payments/api"
 	"github.com/idemgen/idemgen/examples/payments/db"
 	"github.com/idemgen/idemgen/idem"
@@ -123,14 +120,14 @@ func New(pool *pgxpool.Pool, opts Options) http.Handler {
 	return http.MaxBytesHandler(requireAccount(ValidateRequests(h)), limit)
 }
 
-// ValidateRequests checks requests against openapi.yaml before the handlers (and the
+// ValidateRequests checks requests against openapi.yaml (api.OpenAPI) before the handlers (and the
 // protocol) see them, answering 400 problems: the spec states the constraints, nothing
 // here repeats them. (The benchmarks put it in front of their bare handler too, so it
 // needs no store: idem.RequestErrorHandler writes what the store's RequestErrorHandler
 // writes for a store without idem.WithRejectionRenderer, as this service's is. A service
 // that renders its own error shape passes its store's method instead.)
 var ValidateRequests = func() func(http.Handler) http.Handler {
-	spec, err := openapi3.NewLoader().LoadFromData(payments.OpenAPI)
+	spec, err := api.OpenAPI() // the spec api was generated from (api/spec.gen.go)
 	if err != nil {
 		panic(fmt.Sprintf("the embedded openapi.yaml: %v", err)) // tested: see service_test.go
 	}

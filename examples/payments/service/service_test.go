@@ -17,10 +17,10 @@ import (
 
 	"github.com/idemgen/idemgen/examples/payments/service"
 	"github.com/idemgen/idemgen/idem"
-	"github.com/idemgen/idemgen/internal/pgtest"
+	"github.com/idemgen/idemgen/idemtest"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) { idemtest.Main(m) }
 
 // env is one service on its own database, served by httptest.
 type env struct {
@@ -33,7 +33,7 @@ type env struct {
 func newEnv(t *testing.T, opts service.Options) *env {
 	t.Helper()
 	ctx := context.Background()
-	pool := pgtest.PoolWithMax(t, pgtest.NewDB(t), 24)
+	pool := idemtest.PoolWithMax(t, idemtest.NewDB(t), 24)
 	if err := service.Setup(ctx, pool); err != nil {
 		t.Fatal(err)
 	}

@@ -14,10 +14,10 @@ import (
 
 func TestChi(t *testing.T) {
 	testRouters(t,
-		routerCase{"idemgen base", func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
+		routerCase{"idemgen base", api.OpenAPI, func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
 			return chiServer(store, api.NewIdempotentStrictServer(chiOrders{o}, store), mw...)
 		}},
-		routerCase{"external base", func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
+		routerCase{"external base", ext.OpenAPI, func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
 			return chiExternalServer(store, ext.NewIdempotentStrictServer(chiExternalOrders{o}, store), mw...)
 		}},
 	)
@@ -56,7 +56,7 @@ func (o chiOrders) CreateOrder(ctx context.Context, tx idem.Tx, req api.CreateOr
 }
 
 func (o chiOrders) GetOrder(ctx context.Context, req api.GetOrderRequestObject) (api.GetOrderResponseObject, error) {
-	return api.GetOrder404Response{}, nil
+	return api.GetOrder404Response{}, o.get(req.Id)
 }
 
 type chiExternalOrders struct{ *orders }
@@ -67,5 +67,5 @@ func (o chiExternalOrders) CreateOrder(ctx context.Context, tx idem.Tx, req ext.
 }
 
 func (o chiExternalOrders) GetOrder(ctx context.Context, req ext.GetOrderRequestObject) (ext.GetOrderResponseObject, error) {
-	return ext.GetOrder404Response{}, nil
+	return ext.GetOrder404Response{}, o.get(req.Id)
 }

@@ -16,10 +16,10 @@ import (
 
 func TestEcho(t *testing.T) {
 	testRouters(t,
-		routerCase{"idemgen base", func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
+		routerCase{"idemgen base", api.OpenAPI, func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
 			return echoServer(store, api.NewIdempotentStrictServer(echoOrders{o}, store), mw...)
 		}},
-		routerCase{"external base", func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
+		routerCase{"external base", ext.OpenAPI, func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
 			return echoExternalServer(store, ext.NewIdempotentStrictServer(echoExternalOrders{o}, store), mw...)
 		}},
 	)
@@ -81,7 +81,7 @@ func (o echoOrders) CreateOrder(ctx context.Context, tx idem.Tx, req api.CreateO
 }
 
 func (o echoOrders) GetOrder(ctx context.Context, req api.GetOrderRequestObject) (api.GetOrderResponseObject, error) {
-	return api.GetOrder404Response{}, nil
+	return api.GetOrder404Response{}, o.get(req.Id)
 }
 
 type echoExternalOrders struct{ *orders }
@@ -92,5 +92,5 @@ func (o echoExternalOrders) CreateOrder(ctx context.Context, tx idem.Tx, req ext
 }
 
 func (o echoExternalOrders) GetOrder(ctx context.Context, req ext.GetOrderRequestObject) (ext.GetOrderResponseObject, error) {
-	return ext.GetOrder404Response{}, nil
+	return ext.GetOrder404Response{}, o.get(req.Id)
 }

@@ -15,10 +15,10 @@ import (
 func TestGin(t *testing.T) {
 	gin.SetMode(gin.ReleaseMode) // no route listing on stdout
 	testRouters(t,
-		routerCase{"idemgen base", func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
+		routerCase{"idemgen base", api.OpenAPI, func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
 			return ginServer(store, api.NewIdempotentStrictServer(ginOrders{o}, store), mw...)
 		}},
-		routerCase{"external base", func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
+		routerCase{"external base", ext.OpenAPI, func(store *idem.Store, o *orders, mw ...func(http.Handler) http.Handler) http.Handler {
 			return ginExternalServer(store, ext.NewIdempotentStrictServer(ginExternalOrders{o}, store), mw...)
 		}},
 	)
@@ -90,7 +90,7 @@ func (o ginOrders) CreateOrder(ctx context.Context, tx idem.Tx, req api.CreateOr
 }
 
 func (o ginOrders) GetOrder(ctx context.Context, req api.GetOrderRequestObject) (api.GetOrderResponseObject, error) {
-	return api.GetOrder404Response{}, nil
+	return api.GetOrder404Response{}, o.get(req.Id)
 }
 
 type ginExternalOrders struct{ *orders }
@@ -101,5 +101,5 @@ func (o ginExternalOrders) CreateOrder(ctx context.Context, tx idem.Tx, req ext.
 }
 
 func (o ginExternalOrders) GetOrder(ctx context.Context, req ext.GetOrderRequestObject) (ext.GetOrderResponseObject, error) {
-	return ext.GetOrder404Response{}, nil
+	return ext.GetOrder404Response{}, o.get(req.Id)
 }

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/gen/testdata/golden/keyspec"
@@ -235,7 +234,7 @@ func TestUndecodableRequestsInTheSpecsOwnShape(t *testing.T) {
 // JSON value, is a 400 in the spec's own shape that claims nothing, and the same key then
 // serves the corrected request.
 func TestValidationBeforeTheClaim(t *testing.T) {
-	spec, err := openapi3.NewLoader().LoadFromFile("../../testdata/golden/keyspec/openapi.yaml")
+	spec, err := keyspec.OpenAPI() // the generated package's own spec
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,6 +251,9 @@ func TestValidationBeforeTheClaim(t *testing.T) {
 		{`{"amount": 0}`, `/amount: number must be at least 1`},
 		{`{"amount": "5"}`, `/amount`},
 		{`{"amount": 5}garbage`, `after top-level value`},
+		// encoding/json would decode these into Amount, unvalidated.
+		{`{"amount": 5, "AMOUNT": 900000000000000}`, `/AMOUNT: member "AMOUNT" differs from the declared property "amount" only by case`},
+		{`{"Amount": 0}`, `/Amount: member "Amount"`},
 	} {
 		r := send(t, srv, "POST", "/transfers", h, "application/json", c.body)
 		var e keyspec.Error

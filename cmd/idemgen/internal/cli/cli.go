@@ -39,8 +39,8 @@ Usage:
 Flags take one dash or two, and may come before or after the arguments.
 "idemgen COMMAND -h" lists a command's flags.
 
-In //go:generate:
-  //go:generate go tool idemgen generate -package api -o . openapi.yaml
+In //go:generate, in a Go file beside openapi.yaml (the handlers go to ./api):
+  //go:generate go tool idemgen generate -package api -o api openapi.yaml
 
 Errors in the spec are printed as FILE:LINE:COL: message.
 

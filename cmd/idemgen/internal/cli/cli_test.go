@@ -226,3 +226,21 @@ func TestLeftoverBaseFile(t *testing.T) {
 		t.Fatalf("-check after generate: exit %d: %s", code, stderr)
 	}
 }
+
+// The help's //go:generate line is the README's: one layout (api/ beside openapi.yaml).
+func TestHelpGoGenerateLineIsTheREADMEs(t *testing.T) {
+	readme, err := os.ReadFile("../../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, out, _ := run("help")
+	var line string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "//go:generate go tool idemgen") {
+			line = strings.TrimSpace(l)
+		}
+	}
+	if line == "" || !strings.Contains(string(readme), line+"\n") {
+		t.Errorf("the help's go:generate line %q is not the README's", line)
+	}
+}

@@ -19,9 +19,10 @@ import (
 
 const generateHelp = `usage: idemgen generate [-check] [-router std-http|chi|echo|gin] [-base oapi-codegen|external] -package NAME -o DIR SPEC
 
-Writes DIR/oapi.gen.go (oapi-codegen: models, the router's server, strict server) and
+Writes DIR/oapi.gen.go (oapi-codegen: models, the router's server, strict server),
 DIR/idempotent.gen.go (IdempotentServerInterface, NewIdempotentStrictServer, one
-idem.Policy per marked operation) from the OpenAPI 3 file SPEC. DIR is created when
+idem.Policy per marked operation) and DIR/spec.gen.go (the spec, embedded: OpenAPI()
+returns it parsed, for idemvalidate) from the OpenAPI 3 file SPEC. DIR is created when
 missing. With -check nothing is written: a unified diff is printed and the exit status
 is 1 when the files in DIR differ from what would be generated. The diff's paths are
 relative to the current directory (under go generate, the package's): "git apply" run
@@ -50,7 +51,7 @@ func newGenerateFlags() (*flag.FlagSet, generateFlags) {
 	return fs, generateFlags{
 		check:  fs.Bool("check", false, "write nothing; print a diff and exit 1 when DIR's files are stale"),
 		router: fs.String("router", "", "`ROUTER` of the base: std-http (net/http, the default), chi, echo or gin; with\n-base external, read from DIR (when given, it must agree)"),
-		base:   fs.String("base", gen.BaseOapiCodegen, "`BASE`: oapi-codegen writes both files; external writes only idempotent.gen.go,\ninto a package that already has oapi-codegen's strict-server output for this spec"),
+		base:   fs.String("base", gen.BaseOapiCodegen, "`BASE`: oapi-codegen writes every file; external writes only idempotent.gen.go and spec.gen.go,\ninto a package that already has oapi-codegen's strict-server output for this spec"),
 		pkg:    fs.String("package", "", "Go package `NAME` of the generated files (required)"),
 		dir:    fs.String("o", "", "output `DIR` (required)"),
 	}

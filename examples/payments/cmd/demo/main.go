@@ -348,7 +348,7 @@ func rerun(ctx context.Context, args []string, stdout, stderr io.Writer, logf fu
 		logf("%v", err)
 		return 1
 	}
-	logf("re-running the demo on the new handlers (go run ./cmd/demo)")
+	logf("re-running the demo on the new handlers (go run ./cmd/demo: it compiles them first, up to a minute with a cold build cache)")
 	cmd := exec.CommandContext(ctx, "go", append([]string{"run", "./cmd/demo", "-no-generate"}, args...)...)
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = stdout, stderr

@@ -105,7 +105,8 @@ var uploadFilePolicy = idem.MustPolicy(idem.Policy{
 // (problem+json, or what idem.WithRejectionRenderer renders), and claim no key.
 // idem.ResponseErrorHandler answers impl's errors: a 500 problem, logged, not leaked.
 //
-// Wire it as usual, after validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler):
+// Wire it as usual, after spec, err := OpenAPI() (this package's spec, spec.gen.go) and
+// validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler):
 //
 //	strict := NewStrictHandlerWithOptions(NewIdempotentStrictServer(impl, store), nil, StrictHTTPServerOptions{
 //		RequestErrorHandlerFunc:  store.RequestErrorHandler,
@@ -137,7 +138,7 @@ func (s *idempotentServer) PutBlob(ctx context.Context, request PutBlobRequestOb
 		return s.store.Record(out.VisitPutBlobResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }
@@ -158,7 +159,7 @@ func (s *idempotentServer) AddDocument(ctx context.Context, request AddDocumentR
 		return s.store.Record(out.VisitAddDocumentResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }
@@ -176,7 +177,7 @@ func (s *idempotentServer) AddNote(ctx context.Context, request AddNoteRequestOb
 		return s.store.Record(out.VisitAddNoteResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }
@@ -191,7 +192,7 @@ func (s *idempotentServer) CreateSigningKey(ctx context.Context, request CreateS
 		return s.store.Record(out.VisitCreateSigningKeyResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }
@@ -209,7 +210,7 @@ func (s *idempotentServer) Subscribe(ctx context.Context, request SubscribeReque
 		return s.store.Record(out.VisitSubscribeResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }
@@ -229,7 +230,7 @@ func (s *idempotentServer) UploadFile(ctx context.Context, request UploadFileReq
 		return s.store.Record(out.VisitUploadFileResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }

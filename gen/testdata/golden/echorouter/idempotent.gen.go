@@ -47,6 +47,7 @@ var createOrderPolicy = idem.MustPolicy(idem.Policy{
 // them: give it one that passes the 400s (a parameter or body echo could not bind) to
 // store.RequestErrorHandler and the errors that are not echo's to
 // idem.ResponseErrorHandler (echoProblems in idemgen's README). Wire it as usual, after
+// spec, err := OpenAPI() (this package's spec, spec.gen.go) and
 // validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler):
 //
 //	e := echo.New()
@@ -77,7 +78,7 @@ func (s *idempotentServer) CreateOrder(ctx context.Context, request CreateOrderR
 		return s.store.Record(out.VisitCreateOrderResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }

@@ -43,8 +43,9 @@ var createOrderPolicy = idem.MustPolicy(idem.Policy{
 // (problem+json, or what idem.WithRejectionRenderer renders), and claim no key.
 // idem.ResponseErrorHandler answers impl's errors: a 500 problem, logged, not leaked.
 //
-// Wire it as usual, after validate, err := idemvalidate.Middleware(spec,
-// store.RequestErrorHandler), adapted to gin by ginMiddleware in idemgen's README:
+// Wire it as usual, after spec, err := OpenAPI() (this package's spec, spec.gen.go) and
+// validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler), adapted to
+// gin by ginMiddleware in idemgen's README:
 //
 //	request := func(c *gin.Context, err error) { store.RequestErrorHandler(c.Writer, c.Request, err) }
 //	response := func(c *gin.Context, err error) { idem.ResponseErrorHandler(c.Writer, c.Request, err) }
@@ -81,7 +82,7 @@ func (s *idempotentServer) CreateOrder(ctx context.Context, request CreateOrderR
 		return s.store.Record(out.VisitCreateOrderResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }

@@ -73,7 +73,8 @@ var createTransferPolicy = idem.MustPolicy(idem.Policy{
 // (problem+json, or what idem.WithRejectionRenderer renders), and claim no key.
 // idem.ResponseErrorHandler answers impl's errors: a 500 problem, logged, not leaked.
 //
-// Wire it as usual, after validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler):
+// Wire it as usual, after spec, err := OpenAPI() (this package's spec, spec.gen.go) and
+// validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler):
 //
 //	strict := NewStrictHandlerWithOptions(NewIdempotentStrictServer(impl, store), nil, StrictHTTPServerOptions{
 //		RequestErrorHandlerFunc:  store.RequestErrorHandler,
@@ -106,7 +107,7 @@ func (s *idempotentServer) CreateCharge(ctx context.Context, request CreateCharg
 		return s.store.Record(out.VisitCreateChargeResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }
@@ -125,7 +126,7 @@ func (s *idempotentServer) CreatePayout(ctx context.Context, request CreatePayou
 		return s.store.Record(out.VisitCreatePayoutResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }
@@ -143,7 +144,7 @@ func (s *idempotentServer) CreateTransfer(ctx context.Context, request CreateTra
 		return s.store.Record(out.VisitCreateTransferResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }

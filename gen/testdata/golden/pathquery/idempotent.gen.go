@@ -54,7 +54,8 @@ var createAccountTransferPolicy = idem.MustPolicy(idem.Policy{
 // (problem+json, or what idem.WithRejectionRenderer renders), and claim no key.
 // idem.ResponseErrorHandler answers impl's errors: a 500 problem, logged, not leaked.
 //
-// Wire it as usual, after validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler):
+// Wire it as usual, after spec, err := OpenAPI() (this package's spec, spec.gen.go) and
+// validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler):
 //
 //	strict := NewStrictHandlerWithOptions(NewIdempotentStrictServer(impl, store), nil, StrictHTTPServerOptions{
 //		RequestErrorHandlerFunc:  store.RequestErrorHandler,
@@ -84,7 +85,7 @@ func (s *idempotentServer) LockAccount(ctx context.Context, request LockAccountR
 		return s.store.Record(out.VisitLockAccountResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }
@@ -105,7 +106,7 @@ func (s *idempotentServer) CreateAccountTransfer(ctx context.Context, request Cr
 		return s.store.Record(out.VisitCreateAccountTransferResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }

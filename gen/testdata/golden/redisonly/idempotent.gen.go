@@ -51,7 +51,8 @@ var likePostPolicy = idem.MustPolicy(idem.Policy{
 // (problem+json, or what idem.WithRejectionRenderer renders), and claim no key.
 // idem.ResponseErrorHandler answers impl's errors: a 500 problem, logged, not leaked.
 //
-// Wire it as usual, after validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler):
+// Wire it as usual, after spec, err := OpenAPI() (this package's spec, spec.gen.go) and
+// validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler):
 //
 //	strict := NewStrictHandlerWithOptions(NewIdempotentStrictServer(impl, store), nil, StrictHTTPServerOptions{
 //		RequestErrorHandlerFunc:  store.RequestErrorHandler,
@@ -80,7 +81,7 @@ func (s *idempotentServer) LikePost(ctx context.Context, request LikePostRequest
 		return s.redis.Record(out.VisitLikePostResponse) // at most idem.DefaultMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }

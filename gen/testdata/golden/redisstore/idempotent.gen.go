@@ -85,7 +85,8 @@ var followUserPolicy = idem.MustPolicy(idem.Policy{
 // (problem+json, or what idem.WithRejectionRenderer renders), and claim no key.
 // idem.ResponseErrorHandler answers impl's errors: a 500 problem, logged, not leaked.
 //
-// Wire it as usual, after validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler):
+// Wire it as usual, after spec, err := OpenAPI() (this package's spec, spec.gen.go) and
+// validate, err := idemvalidate.Middleware(spec, store.RequestErrorHandler):
 //
 //	strict := NewStrictHandlerWithOptions(NewIdempotentStrictServer(impl, store, redis), nil, StrictHTTPServerOptions{
 //		RequestErrorHandlerFunc:  store.RequestErrorHandler,
@@ -115,7 +116,7 @@ func (s *idempotentServer) CreatePayment(ctx context.Context, request CreatePaym
 		return s.store.Record(out.VisitCreatePaymentResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }
@@ -133,7 +134,7 @@ func (s *idempotentServer) StarPayment(ctx context.Context, request StarPaymentR
 		return s.redis.Record(out.VisitStarPaymentResponse) // at most idem.DefaultMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }
@@ -156,7 +157,7 @@ func (s *idempotentServer) FollowUser(ctx context.Context, request FollowUserReq
 		return s.redis.Record(out.VisitFollowUserResponse) // at most idem.DefaultMaxResponseBytes
 	})
 	if err != nil {
-		return nil, err
+		return nil, &idem.DoError{Err: err} // the key is released: idem.ResponseErrorHandler says a retry runs
 	}
 	return idemResponse{resp}, nil
 }

@@ -1,0 +1,81 @@
+package gen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"go/format"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// SpecFile is the generated file that carries the spec (OpenAPI()).
+const SpecFile = "spec.gen.go"
+
+// specLayer is what templates/spec.go.tmpl renders.
+type specLayer struct {
+	Version string
+	Package string
+	Spec    string   // base name of the spec file
+	JSON    bool     // the text is JSON (decoded with encoding/json at run time)
+	Inlined bool     // the spec's $refs to other files are inlined
+	Pieces  []string // Go literals of the text's pieces between backquotes
+}
+
+// renderSpec renders SpecFile: the spec's text, embedded as Go string literals, and
+// OpenAPI(), which parses it once. A self-contained spec is embedded as it is; one with
+// $refs to other files is loaded afresh, its references inlined (kin-openapi's
+// InternalizeRefs, as the base does) and embedded as JSON, so the package needs no file
+// at run time.
+func renderSpec(opts Options, s *spec) ([]byte, error) {
+	l := specLayer{Version: opts.Version, Package: opts.Package, Spec: baseName(opts.Spec)}
+	text := s.data
+	// A JSON file whose content $refs were resolved is embedded as the YAML of its tree.
+	l.JSON = s.src.json && json.Valid(text)
+	if s.src.externalRefs() {
+		doc, err := loadDoc(opts.Spec, s.data)
+		if err != nil {
+			return nil, err
+		}
+		doc.InternalizeRefs(context.Background(), nil)
+		raw, err := doc.MarshalJSON()
+		if err != nil {
+			return nil, fmt.Errorf("encoding the inlined spec: %w", err)
+		}
+		var indented bytes.Buffer
+		if err := json.Indent(&indented, raw, "", "  "); err != nil {
+			return nil, fmt.Errorf("encoding the inlined spec: %w", err)
+		}
+		text, l.JSON, l.Inlined = append(indented.Bytes(), '\n'), true, true
+	}
+	l.Pieces = goPieces(string(text))
+	var b bytes.Buffer
+	if err := tmpl.ExecuteTemplate(&b, "spec.go.tmpl", l); err != nil {
+		return nil, fmt.Errorf("rendering %s: %w", SpecFile, err)
+	}
+	out, err := format.Source(b.Bytes())
+	if err != nil {
+		return nil, fmt.Errorf("formatting %s: %w", SpecFile, err)
+	}
+	return out, nil
+}
+
+// goPieces cuts text at its backquotes and returns each piece as a Go literal: a raw
+// string when it can hold the piece unchanged (valid UTF-8, no carriage return, NUL or
+// byte order mark, which a raw string drops or the compiler refuses), else a quoted one.
+// CRLF line ends become LF first: the spec means the same.
+func goPieces(text string) []string {
+	text = strings.ReplaceAll(text, "\r\n", "\n")
+	parts := strings.Split(text, "`")
+	out := make([]string, len(parts))
+	for i, p := range parts {
+		if utf8.ValidString(p) && !strings.ContainsAny(p, "\r\x00\ufeff") {
+			out[i] = "`" + p + "`"
+		} else {
+			out[i] = strconv.Quote(p)
+		}
+	}
+	return out
+}
