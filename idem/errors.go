@@ -23,13 +23,15 @@ func RequestErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // ResponseErrorHandler answers a business or database error with a 500 problem whose
-// detail does not leak the error text, and logs the error with log/slog's default logger
+// detail does not leak the error text (an error wrapping [ErrCommitUnknown]: 503 with
+// Retry-After, saying that the outcome is unknown and that a retry with the same key
+// settles it), and logs the error with log/slog's default logger
 // (level Error; method, path and error as attributes). Its signature fits
 // StrictHTTPServerOptions.ResponseErrorHandlerFunc. For another logger, use
 // [NewResponseErrorHandler].
 func ResponseErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	slog.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
-	writeServerError(w)
+	writeServerError(w, err)
 }
 
 // NewResponseErrorHandler returns a handler like [ResponseErrorHandler] that reports each
@@ -37,10 +39,15 @@ func ResponseErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
 func NewResponseErrorHandler(log func(r *http.Request, err error)) func(w http.ResponseWriter, r *http.Request, err error) {
 	return func(w http.ResponseWriter, r *http.Request, err error) {
 		log(r, err)
-		writeServerError(w)
+		writeServerError(w, err)
 	}
 }
 
-func writeServerError(w http.ResponseWriter) {
+func writeServerError(w http.ResponseWriter, err error) {
+	if errors.Is(err, ErrCommitUnknown) {
+		w.Header().Set("Retry-After", "1")
+		WriteProblem(w, http.StatusServiceUnavailable, "the connection to the database was lost while the request committed: its outcome is unknown; retry with the same idempotency key to learn it (a retry replays the answer if it committed, and runs the request if not)")
+		return
+	}
 	WriteProblem(w, http.StatusInternalServerError, "the request failed; it was rolled back and may be retried with the same idempotency key")
 }

@@ -3,6 +3,7 @@ package idem
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -47,5 +48,18 @@ func TestRequestErrorHandler(t *testing.T) {
 	RequestErrorHandler(w, httptest.NewRequest("POST", "/x", nil), errors.New("can't decode JSON body"))
 	if w.Code != http.StatusBadRequest || w.Header().Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("a bad request: %d %s", w.Code, w.Header().Get("Content-Type"))
+	}
+}
+
+// An unknown commit outcome is never answered "rolled back": 503, Retry-After, and a detail
+// that says a retry with the same key settles it.
+func TestResponseErrorHandlerUnknownCommit(t *testing.T) {
+	w := httptest.NewRecorder()
+	h := NewResponseErrorHandler(func(*http.Request, error) {})
+	h(w, httptest.NewRequest("POST", "/x", nil), fmt.Errorf("%w: %w", ErrCommitUnknown, errors.New("unexpected EOF")))
+	body := w.Body.String()
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" ||
+		strings.Contains(body, "rolled back") || !strings.Contains(body, "unknown") || !strings.Contains(body, "same idempotency key") {
+		t.Fatalf("answer %d Retry-After %q: %s", w.Code, w.Header().Get("Retry-After"), body)
 	}
 }

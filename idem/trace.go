@@ -113,9 +113,16 @@ func answered(resp *Response, err error) SpanResult {
 
 // claimed is the idem.claim result of call.claim's results: how the claim was won, or
 // the answer.
-func claimed(how Outcome, resp *Response, err error) SpanResult {
-	if how != "" {
-		return SpanResult{Outcome: how}
+func claimSpan(state claimState, resp *Response, err error) SpanResult {
+	if err == nil {
+		switch state {
+		case claimFresh:
+			return SpanResult{Outcome: OutcomeClaimed}
+		case claimTakeover:
+			return SpanResult{Outcome: OutcomeTakenOver}
+		case claimBusy:
+			return SpanResult{Outcome: OutcomeInProgress}
+		}
 	}
 	r := answered(resp, err)
 	r.Status = 0

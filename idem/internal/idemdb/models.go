@@ -16,7 +16,7 @@ type IdempotencyKey struct {
 	Operation       string
 	Fingerprint     []byte
 	Status          string
-	LeaseToken      int64
+	LeaseToken      pgtype.Int8
 	LeasedUntil     pgtype.Timestamptz
 	ResponseStatus  pgtype.Int4
 	ResponseHeaders json.RawMessage
