@@ -17,10 +17,10 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     -- v1 (its claim rows, in tables created before v2); v2 takes such a row over once its
     -- lease ended, and writes 'processing' only inside a transaction that has not committed.
     status           text        NOT NULL CHECK (status IN ('processing', 'completed')),
-    -- v1's fencing token and lease end: NULL on every row v2 writes (kept nullable so v1
-    -- replicas still work during a rolling upgrade; a later release drops them).
-    lease_token      bigint,
-    leased_until     timestamptz,
+    -- v1's fencing token and lease end. v2 has neither: its rows get 0 and their write
+    -- time, so that v1 replicas still read them during a rolling upgrade.
+    lease_token      bigint      NOT NULL DEFAULT 0,
+    leased_until     timestamptz NOT NULL DEFAULT now(),
     response_status  integer,
     -- ordered header lines: [["Content-Type","application/json"],["Location","/payments/1"]]
     response_headers jsonb,
@@ -31,18 +31,19 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     PRIMARY KEY (scope, key)
 );
 
--- Upgrade of a v1 table (a no-op on a table this file created): v2 writes no fencing token
--- and no lease, so those columns lose NOT NULL, and v1's index of unfinished claims goes
--- (v2 commits none; the v1 rows left 'processing' are taken over by the next retry once
--- their lease ended, or purged once past retention). Checked first, so that a re-run takes
--- no ACCESS EXCLUSIVE lock on a table in use.
+-- Upgrade of a v1 table (a no-op on a table this file created; migration 00002 does the
+-- same): v2 writes no fencing token and no lease, so those columns get the defaults above,
+-- and v1's index of unfinished claims goes (v2 commits none; the v1 rows left 'processing'
+-- are taken over by the next request once their lease ended, or purged once past
+-- retention). Checked first, so that a re-run takes no ACCESS EXCLUSIVE lock on a table in
+-- use.
 DO $upgrade$
 BEGIN
-    IF EXISTS (SELECT 1 FROM pg_attribute
-               WHERE attrelid = 'idempotency_keys'::regclass AND attname IN ('lease_token', 'leased_until')
-                 AND attnotnull AND NOT attisdropped) THEN
-        ALTER TABLE idempotency_keys ALTER COLUMN lease_token DROP NOT NULL,
-                                     ALTER COLUMN leased_until DROP NOT NULL;
+    IF EXISTS (SELECT 1 FROM pg_attribute AS a
+               WHERE a.attrelid = 'idempotency_keys'::regclass AND a.attname IN ('lease_token', 'leased_until')
+                 AND NOT a.attisdropped AND NOT a.atthasdef) THEN
+        ALTER TABLE idempotency_keys ALTER COLUMN lease_token SET DEFAULT 0,
+                                     ALTER COLUMN leased_until SET DEFAULT now();
     END IF;
     IF to_regclass('idempotency_keys_unfinished_leased_until_idx') IS NOT NULL THEN
         DROP INDEX idempotency_keys_unfinished_leased_until_idx;

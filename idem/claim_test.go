@@ -313,7 +313,7 @@ func TestV1ProcessingRows(t *testing.T) {
 		t.Fatalf("after the takeover: %s, want replayed", r.Outcome)
 	}
 	if got := e.int(`SELECT count(*) FROM idempotency_keys WHERE key = 'ended' AND status = 'completed'
-		AND lease_token IS NULL AND leased_until IS NULL`); got != 1 || e.rows("") != 1 {
+		AND lease_token = 0 AND leased_until = completed_at`); got != 1 || e.rows("") != 1 {
 		t.Fatalf("taken-over row completed without v1 columns: %d, %d business rows; want 1, 1", got, e.rows(""))
 	}
 }

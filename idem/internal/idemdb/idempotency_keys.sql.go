@@ -72,7 +72,7 @@ VALUES ($1, $2, $3, $4, 'processing',
         now() + $5::bigint * interval '1 microsecond')
 ON CONFLICT (scope, key) DO UPDATE
 SET operation = excluded.operation, fingerprint = excluded.fingerprint, status = 'processing',
-    lease_token = NULL, leased_until = NULL, response_status = NULL, response_headers = NULL,
+    lease_token = 0, leased_until = now(), response_status = NULL, response_headers = NULL,
     response_body = NULL, created_at = now(), completed_at = NULL, expires_at = excluded.expires_at
 WHERE k.expires_at <= now() AND k.status = 'completed'
    OR k.status = 'processing' AND k.leased_until <= now()
@@ -155,11 +155,11 @@ WITH done AS (
             statement_timestamp() + $8::bigint * interval '1 microsecond')
     ON CONFLICT (scope, key) DO UPDATE
     SET operation = excluded.operation, fingerprint = excluded.fingerprint, status = 'completed',
-        lease_token = NULL, leased_until = NULL, response_status = excluded.response_status,
+        lease_token = 0, leased_until = excluded.completed_at, response_status = excluded.response_status,
         response_headers = excluded.response_headers, response_body = excluded.response_body,
         created_at = excluded.created_at, completed_at = excluded.completed_at,
         expires_at = excluded.expires_at
-    WHERE k.status = 'processing' AND (k.leased_until IS NULL OR k.leased_until <= now())
+    WHERE k.status = 'processing' AND k.leased_until <= now()
        OR k.status = 'completed' AND k.expires_at <= now()
     RETURNING 1
 )
@@ -179,8 +179,8 @@ type CompleteKeyOverParams struct {
 }
 
 // Step 5 over an existing row: a takeover (past retention, or a v1 claim past its lease) or
-// our own ClaimKeyRow row ('processing' with no lease: only ever visible to the transaction
-// that wrote it). No row written: another writer completed the key meanwhile; the statement
+// our own ClaimKeyRow row ('processing' with a lease that ended when it was written: only
+// ever visible to the transaction that wrote it). No row written: another writer completed the key meanwhile; the statement
 // then raises (22P02, "taken by another writer"), which aborts the transaction and the
 // COMMIT behind it.
 func (q *Queries) CompleteKeyOver(ctx context.Context, arg CompleteKeyOverParams) (int32, error) {

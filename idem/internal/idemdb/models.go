@@ -16,7 +16,7 @@ type IdempotencyKey struct {
 	Operation       string
 	Fingerprint     []byte
 	Status          string
-	LeaseToken      pgtype.Int8
+	LeaseToken      int64
 	LeasedUntil     pgtype.Timestamptz
 	ResponseStatus  pgtype.Int4
 	ResponseHeaders json.RawMessage
