@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -108,6 +109,12 @@ func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 	}
 	c.snapshot = r.Isolation == "repeatable read" || r.Isolation == "serializable"
 	switch {
+	case r.Operation.Valid && !r.Takeable:
+		// A row that is not ours to take answers, whoever holds the lock: concurrent
+		// replays of a completed key do not make each other 409.
+	case !r.Locked && serial:
+		// LockKeyOnly read no row: a completed key still replays.
+		return c.answerIfCompleted(ctx)
 	case !r.Locked:
 		c.rollback(ctx)
 		return claimBusy, nil, nil
@@ -117,12 +124,33 @@ func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 		return c.claimSerializable(ctx)
 	case !r.Operation.Valid:
 		return claimFresh, nil, nil
-	case r.Takeable:
+	default:
 		return claimTakeover, nil, nil
 	}
 	c.rollback(ctx)
 	return claimAnswered, c.answer(keyRow{
 		operation: r.Operation.String, fingerprint: r.Fingerprint, status: r.Status.String,
+		responseStatus: int(r.ResponseStatus.Int32), headers: r.ResponseHeaders, body: r.ResponseBody,
+		leaseRemaining: r.LeaseRemainingSeconds,
+	}), nil
+}
+
+// answerIfCompleted answers a request whose key another transaction holds under
+// SERIALIZABLE: from the key's row when it is one that answers (a completed key being
+// replayed by the holder), else busy.
+func (c *call) answerIfCompleted(ctx context.Context) (claimState, *Response, error) {
+	fctx, cancel := c.s.flightContext(ctx)
+	defer cancel()
+	r, err := idemdb.New(c.conn).GetKey(fctx, idemdb.GetKeyParams{Scope: c.scope, Key: c.key})
+	c.rollback(ctx)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) || err == nil && r.Takeable:
+		return claimBusy, nil, nil
+	case err != nil:
+		return 0, nil, fmt.Errorf("idem: read the key's row: %w", err)
+	}
+	return claimAnswered, c.answer(keyRow{
+		operation: r.Operation, fingerprint: r.Fingerprint, status: r.Status,
 		responseStatus: int(r.ResponseStatus.Int32), headers: r.ResponseHeaders, body: r.ResponseBody,
 		leaseRemaining: r.LeaseRemainingSeconds,
 	}), nil

@@ -402,3 +402,26 @@ func TestHeldAndStaleClaims(t *testing.T) {
 }
 
 func pgtypeInt4(v int32) pgtype.Int4 { return pgtype.Int4{Int32: v, Valid: true} }
+
+// Concurrent retries of a completed key all replay, under every isolation: a replay that
+// holds the key's lock for its read does not make the others 409.
+func TestConcurrentReplays(t *testing.T) {
+	for _, iso := range []pgx.TxIsoLevel{"", pgx.RepeatableRead, pgx.Serializable} {
+		t.Run(string(iso)+"_", func(t *testing.T) {
+			e := newEnv(t)
+			p := policy("createThing")
+			p.Isolation = iso
+			if r := e.do(p, "k", "x", insertOne("x")); r.Outcome != OutcomeCompleted {
+				t.Fatalf("first: %s", r.Outcome)
+			}
+			const n = 30
+			resps := make([]*Response, n)
+			release(n, func(i int) { resps[i], _ = e.store.Do(context.Background(), p, ptr("k"), parts("x"), insertOne("x")) })
+			for i, r := range resps {
+				if r == nil || r.Outcome != OutcomeReplayed {
+					t.Fatalf("concurrent retry %d: %+v, want a replay", i, r)
+				}
+			}
+		})
+	}
+}

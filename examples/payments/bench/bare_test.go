@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"errors"
 	"context"
 	"encoding/json"
 	"io"
@@ -64,6 +65,19 @@ func handWritten(pool *pgxpool.Pool, newTx func() txProtocol) http.Handler {
 			return
 		}
 		id, answer, err := insertPayment(r.Context(), pool, newTx(), r, body, in)
+		var replay floorReplay
+		switch {
+		case errors.Is(err, errFloorBusy):
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "in progress", http.StatusConflict)
+			return
+		case errors.As(err, &replay):
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Idempotent-Replayed", "true")
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write(replay.body)
+			return
+		}
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
