@@ -127,10 +127,16 @@ func TestDefaultIsolationDuplicates(t *testing.T) {
 	for _, iso := range []string{"repeatable read", "serializable"} {
 		t.Run(iso, func(t *testing.T) {
 			url := pgtest.NewDB(t)
-			admin := pgtest.Pool(t, url)
+			cfg, err := pgx.ParseConfig(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// From another database, before any connection to the new one (behind PgBouncer,
+			// a server connection opened earlier would keep the old default).
+			admin := pgtest.Pool(t, pgtest.URL(t))
 			if _, err := admin.Exec(context.Background(), fmt.Sprintf(
 				"ALTER DATABASE %s SET default_transaction_isolation = '%s'",
-				pgx.Identifier{admin.Config().ConnConfig.Database}.Sanitize(), iso)); err != nil {
+				pgx.Identifier{cfg.Database}.Sanitize(), iso)); err != nil {
 				t.Fatal(err)
 			}
 			admin.Close()

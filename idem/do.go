@@ -36,12 +36,12 @@ type call struct {
 // rawKey is the key as received (nil when absent); it is validated with [ParseKey] before any
 // SQL. parts are the request's fingerprint inputs ([Fingerprint]). The returned Response is
 // what to send: fn's own response (OutcomeCompleted or OutcomeNotStored), a replay, or a
-// problem-details rejection. err is fn's error (after rollback and release), or a database
+// problem-details rejection. err is fn's error (after rollback), or a database
 // error of the protocol itself; the caller answers it as a server error. An error wrapping
-// [ErrCommitUnknown] means the COMMIT got no answer: the claim is kept until its lease ends.
+// [ErrCommitUnknown] means the COMMIT got no answer: a retry with the same key settles it.
 // A policy that breaks a rule of [Policy] is an error wrapping [ErrInvalidPolicy], before any
 // SQL; a response body over the cap ([WithMaxResponseBytes]) is an error wrapping
-// [ErrResponseTooLarge], rolled back and released like any business error. A key that
+// [ErrResponseTooLarge], rolled back like any business error. A key that
 // breaks the policy's [KeySchema] is a 400, one it accepts is used in its canonical form
 // ([KeySchema.Canonical]: a format uuid key in lowercase); streamed bodies among parts
 // ([BufferMultipart], [BufferReader]) are read into memory first, a 413 past

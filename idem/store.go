@@ -183,7 +183,7 @@ func WithScope(f ScopeFunc) Option { return func(s *Store) { s.scope = f } }
 func WithObserver(o Observer) Option { return func(s *Store) { s.observe = o } }
 
 // WithCacheable decides which response statuses are stored and replayed. Others roll the
-// business transaction back and release the key. Default: status < 500.
+// business transaction back (the key with it). Default: status < 500.
 func WithCacheable(f func(status int) bool) Option { return func(s *Store) { s.cacheable = f } }
 
 // WithMaxRetries bounds the re-runs of a business transaction after a serialization
@@ -218,7 +218,10 @@ func NewStore(pool *pgxpool.Pool, opts ...Option) *Store {
 }
 
 // Migrate applies schema.sql (idempotent; serialised by an advisory lock, so replicas may
-// call it at once on start).
+// call it at once on start). On a table made by idemgen v1 it does what migration 00002
+// does: v1's lease columns get defaults, v1's index of unfinished claims is dropped (the
+// rows v1 left 'processing' are taken over by the next request with their key once their
+// lease ended, or purged past retention); a re-run changes nothing and takes no table lock.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	tx, err := pool.Begin(ctx)
 	if err != nil {
