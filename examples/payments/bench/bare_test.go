@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -71,6 +72,13 @@ func handWritten(pool *pgxpool.Pool, newTx func() txProtocol) http.Handler {
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "in progress", http.StatusConflict)
 			return
+		case isUniqueViolation(err):
+			// A duplicate whose snapshot predated the owner's commit (READ COMMITTED): the
+			// key's row, or the payment's unique key, catches it; idem answers it from the
+			// winner's row, the floor with a 409.
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "in progress", http.StatusConflict)
+			return
 		case errors.As(err, &replay):
 			w.Header().Set("Content-Type", "application/json")
 			w.Header().Set("Idempotent-Replayed", "true")
@@ -131,4 +139,10 @@ func runBusiness(ctx context.Context, conn *pgx.Conn, tx txProtocol, r *http.Req
 	}
 	answer = append(answer, '\n') // as json.Encoder writes it, and the generated server
 	return p.ID, answer, tx.commit(ctx, conn, answer)
+}
+
+// isUniqueViolation reports a unique violation (23505).
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
