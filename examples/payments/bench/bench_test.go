@@ -396,7 +396,7 @@ func BenchmarkHTTP(b *testing.B) {
 
 // BenchmarkBurst releases 50 requests together, over and over: 50 duplicates of one key
 // (one execution, 49 answered 409 or replayed) against 50 distinct keys (50 executions),
-// through the generated handler with and without a claim pool (and the bare handler's 50
+// through the protocol floor and the generated handler (and the bare handler's 50
 // distinct requests for reference). Latencies of all bursts are pooled per variant.
 func BenchmarkBurst(b *testing.B) {
 	const n = 50
