@@ -1,9 +1,9 @@
 package bench
 
 import (
-	"errors"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 
