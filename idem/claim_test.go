@@ -391,8 +391,10 @@ func TestHeldAndStaleClaims(t *testing.T) {
 	}
 	o := e.park(t, p, "k")
 	held, err := e.store.HeldClaims(ctx)
-	if err != nil || len(held) != 1 || held[0].PID != o.pid || held[0].LockID != LockID("", "k") || held[0].Stale {
-		t.Fatalf("HeldClaims: %+v, %v; want the owner's claim (pid %d), not stale", held, err, o.pid)
+	// Stale exactly when held for the stale age (1s) or longer: on a loaded machine the
+	// first read may already come that late.
+	if err != nil || len(held) != 1 || held[0].PID != o.pid || held[0].LockID != LockID("", "k") || held[0].Stale != (held[0].Held >= time.Second) {
+		t.Fatalf("HeldClaims: %+v, %v; want the owner's claim (pid %d), stale only past 1s", held, err, o.pid)
 	}
 	e.waitFor("now() - xact_start > interval '1.2 seconds' FROM pg_stat_activity WHERE pid = $1", o.pid)
 	if n, err := e.store.StaleClaims(ctx); err != nil || n != 1 {
