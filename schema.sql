@@ -2,21 +2,25 @@
 -- Re-runnable (IF NOT EXISTS everywhere): idem.Migrate applies it on start for quick starts;
 -- `idemgen schema` prints it for your migration tool.
 --
--- One row per (scope, key). status 'processing' means a request holds the claim
--- (lease_token, until leased_until); 'completed' means the business transaction committed
--- and response_* is the answer replayed to retries until expires_at. All times are taken
--- from the database clock.
+-- One row per (scope, key), written in the request's own business transaction and born
+-- 'completed' (protocol v2): response_* is the answer replayed to retries until expires_at.
+-- A request in flight has no committed row: it holds a transaction-scoped advisory lock on
+-- (scope, key) instead, so a rollback or a crash takes the claim with it. All times are
+-- taken from the database clock.
 
 CREATE TABLE IF NOT EXISTS idempotency_keys (
     scope            text        NOT NULL,
     key              text        NOT NULL,
     operation        text        NOT NULL,
     fingerprint      bytea       NOT NULL,
+    -- 'completed' on every committed row v2 writes. 'processing' is only ever committed by
+    -- v1 (its claim rows, in tables created before v2); v2 takes such a row over once its
+    -- lease ended, and writes 'processing' only inside a transaction that has not committed.
     status           text        NOT NULL CHECK (status IN ('processing', 'completed')),
-    -- fencing token: a new random value from the client on every claim, takeover and
-    -- reclaim (so the claim, BEGIN and the own-row lock can travel in one flight).
-    lease_token      bigint      NOT NULL,
-    leased_until     timestamptz NOT NULL,
+    -- v1's fencing token and lease end. v2 has neither: its rows get 0 and their write
+    -- time, so that v1 replicas still read them during a rolling upgrade.
+    lease_token      bigint      NOT NULL DEFAULT 0,
+    leased_until     timestamptz NOT NULL DEFAULT now(),
     response_status  integer,
     -- ordered header lines: [["Content-Type","application/json"],["Location","/payments/1"]]
     response_headers jsonb,
@@ -27,21 +31,32 @@ CREATE TABLE IF NOT EXISTS idempotency_keys (
     PRIMARY KEY (scope, key)
 );
 
+-- Upgrade of a v1 table (a no-op on a table this file created; migration 00002 does the
+-- same): v2 writes no fencing token and no lease, so those columns get the defaults above,
+-- and v1's index of unfinished claims goes (v2 commits none; the v1 rows left 'processing'
+-- are taken over by the next request once their lease ended, or purged once past
+-- retention). Checked first, so that a re-run takes no ACCESS EXCLUSIVE lock on a table in
+-- use.
+DO $upgrade$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_attribute AS a
+               WHERE a.attrelid = 'idempotency_keys'::regclass AND a.attname IN ('lease_token', 'leased_until')
+                 AND NOT a.attisdropped AND NOT a.atthasdef) THEN
+        ALTER TABLE idempotency_keys ALTER COLUMN lease_token SET DEFAULT 0,
+                                     ALTER COLUMN leased_until SET DEFAULT now();
+    END IF;
+    IF to_regclass('idempotency_keys_unfinished_leased_until_idx') IS NOT NULL THEN
+        DROP INDEX idempotency_keys_unfinished_leased_until_idx;
+    END IF;
+END
+$upgrade$;
+
 -- purge of expired rows in batches
 CREATE INDEX IF NOT EXISTS idempotency_keys_expires_at_idx
     ON idempotency_keys (expires_at);
 
--- claims not completed whose lease ended (the stale-claims gauge; a stuck claim is
--- reclaimed by the next retry). The predicate is completed_at IS NULL, which holds exactly
--- for processing rows, and not status = 'processing': the protocol's statements on one
--- key say status = 'processing', and an index whose predicate they imply is one the
--- planner may pick for them on a small table, then filter every claim it holds for the
--- key (idem's TestKeyStatementsUseThePrimaryKey).
-CREATE INDEX IF NOT EXISTS idempotency_keys_unfinished_leased_until_idx
-    ON idempotency_keys (leased_until) WHERE completed_at IS NULL;
-
--- recent claims, for the payloads seen under several keys within a window (clients that
+-- recent keys, for the payloads seen under several keys within a window (clients that
 -- mint a new key per retry). Appended to in time order, as expires_at is: of the indexes
--- a claim writes, only the primary key takes a random page.
+-- a completion writes, only the primary key takes a random page.
 CREATE INDEX IF NOT EXISTS idempotency_keys_created_at_idx
     ON idempotency_keys (created_at);

@@ -44,7 +44,7 @@
 //     CreatePaymentRequestObject) (CreatePaymentResponseObject, error).
 //   - One `var <op>Policy = idem.MustPolicy(idem.Policy{...})` per marked operation (a bad
 //     policy fails at package init), with a comment stating key source and its declared
-//     constraints, required, lease, retention, timeout, isolation, the headers in and out
+//     constraints, required, lease, retention, timeout, wait, isolation, the headers in and out
 //     of the fingerprint, the declared cookies (never in it), and the error responses the
 //     spec declares in its own shape.
 //   - NewIdempotentStrictServer(impl, store) StrictServerInterface: marked operations call
@@ -117,6 +117,8 @@
 //	  lease: 30s                # Go duration ≥ 1ms (default 30s)
 //	  retention: 24h            # Go duration ≥ 1ms, ≥ lease (default 24h)
 //	  timeout: 5s               # Go duration ≥ 1ms; bound on the business run (default none)
+//	  wait: 2s                  # Go duration ≥ 1ms; a duplicate waits this long for the
+//	                            # owner's answer and replays it (default none: 409 at once)
 //	  isolation: serializable   # serializable | repeatable read | read committed |
 //	                            # read uncommitted (default: the database's)
 //	  store: postgres           # postgres (default) | redis: where the keys live (see "Stores")

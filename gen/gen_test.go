@@ -264,15 +264,15 @@ func TestCompile(t *testing.T) {
 // TestErrors: each broken spec gives exactly these located errors.
 func TestErrors(t *testing.T) {
 	for _, c := range []struct{ file, want string }{
-		{"unknown-field.yaml", `testdata/errors/unknown-field.yaml:8:9: x-idempotent.leese: unknown field, did you mean lease? (want one of header, body, required, lease, retention, timeout, isolation, store, fingerprint-headers)`},
+		{"unknown-field.yaml", `testdata/errors/unknown-field.yaml:8:9: x-idempotent.leese: unknown field, did you mean lease? (want one of header, body, required, lease, retention, timeout, wait, isolation, store, fingerprint-headers)`},
 		// A mistyped field names the closest one (edit distance, case ignored); a field
 		// close to none names none.
 		{"field-typos.yaml", strings.Join([]string{
-			`testdata/errors/field-typos.yaml:4:3: x-idempotent-defaults.method: unknown field, did you mean methods? (want one of header, body, required, lease, retention, timeout, isolation, store, fingerprint-headers, methods)`,
-			`testdata/errors/field-typos.yaml:10:9: x-idempotent.isolaton: unknown field, did you mean isolation? (want one of header, body, required, lease, retention, timeout, isolation, store, fingerprint-headers)`,
-			`testdata/errors/field-typos.yaml:11:9: x-idempotent.Lease: unknown field, did you mean lease? (want one of header, body, required, lease, retention, timeout, isolation, store, fingerprint-headers)`,
-			`testdata/errors/field-typos.yaml:12:9: x-idempotent.fingerprint_headers: unknown field, did you mean fingerprint-headers? (want one of header, body, required, lease, retention, timeout, isolation, store, fingerprint-headers)`,
-			`testdata/errors/field-typos.yaml:13:9: x-idempotent.colour: unknown field (want one of header, body, required, lease, retention, timeout, isolation, store, fingerprint-headers)`,
+			`testdata/errors/field-typos.yaml:4:3: x-idempotent-defaults.method: unknown field, did you mean methods? (want one of header, body, required, lease, retention, timeout, wait, isolation, store, fingerprint-headers, methods)`,
+			`testdata/errors/field-typos.yaml:10:9: x-idempotent.isolaton: unknown field, did you mean isolation? (want one of header, body, required, lease, retention, timeout, wait, isolation, store, fingerprint-headers)`,
+			`testdata/errors/field-typos.yaml:11:9: x-idempotent.Lease: unknown field, did you mean lease? (want one of header, body, required, lease, retention, timeout, wait, isolation, store, fingerprint-headers)`,
+			`testdata/errors/field-typos.yaml:12:9: x-idempotent.fingerprint_headers: unknown field, did you mean fingerprint-headers? (want one of header, body, required, lease, retention, timeout, wait, isolation, store, fingerprint-headers)`,
+			`testdata/errors/field-typos.yaml:13:9: x-idempotent.colour: unknown field (want one of header, body, required, lease, retention, timeout, wait, isolation, store, fingerprint-headers)`,
 		}, "\n")},
 		{"bad-duration.yaml", `testdata/errors/bad-duration.yaml:8:16: x-idempotent.lease: "5 minutes" is not a duration (want e.g. "30s", "5m", "24h")`},
 		{"lease-zero.yaml", `testdata/errors/lease-zero.yaml:8:16: x-idempotent.lease: "0s" must be positive`},
@@ -376,7 +376,7 @@ func TestErrors(t *testing.T) {
 			`testdata/errors/many.yaml:4:10: x-idempotent-defaults.lease: "10 seconds" is not a duration (want e.g. "30s", "5m", "24h")`,
 			`testdata/errors/many.yaml:6:3: path /orders/{id}: POST /orders/{id} does not declare the template parameter "id" (a parameter with in: path)`,
 			`testdata/errors/many.yaml:10:20: x-idempotent.retention: "forever" is not a duration (want e.g. "30s", "5m", "24h")`,
-			`testdata/errors/many.yaml:11:9: x-idempotent.colour: unknown field (want one of header, body, required, lease, retention, timeout, isolation, store, fingerprint-headers)`,
+			`testdata/errors/many.yaml:11:9: x-idempotent.colour: unknown field (want one of header, body, required, lease, retention, timeout, wait, isolation, store, fingerprint-headers)`,
 			`testdata/errors/many.yaml:14:9: duplicate key "201" (first at 13:9)`,
 			`testdata/errors/many.yaml:18:28: $ref "#/components/schemas/Order" does not resolve: nothing at that path in this document`,
 		}, "\n")},

@@ -34,6 +34,7 @@ type marker struct {
 	header, body              field[string]
 	required                  field[bool]
 	lease, retention, timeout field[time.Duration]
+	wait                      field[time.Duration]
 	isolation                 field[string]
 	store                     field[string] // "postgres" or "redis"
 	fingerprintHeaders        field[[]named]
@@ -81,6 +82,9 @@ func (m marker) over(d marker) marker {
 	if !m.timeout.given() {
 		m.timeout = d.timeout
 	}
+	if !m.wait.given() {
+		m.wait = d.wait
+	}
 	m.ownIsolation = m.isolation.given()
 	if !m.isolation.given() {
 		m.isolation = d.isolation
@@ -110,6 +114,8 @@ func (m *marker) fail(name string) {
 		m.retention.bad = true
 	case "timeout":
 		m.timeout.bad = true
+	case "wait":
+		m.wait.bad = true
 	case "isolation":
 		m.isolation.bad = true
 	case "store":
@@ -121,7 +127,7 @@ func (m *marker) fail(name string) {
 	}
 }
 
-var markerFields = []string{"header", "body", "required", "lease", "retention", "timeout", "isolation", "store", "fingerprint-headers"}
+var markerFields = []string{"header", "body", "required", "lease", "retention", "timeout", "wait", "isolation", "store", "fingerprint-headers"}
 
 // Stores a marker may name (x-idempotent.store): where the operation's idempotency keys
 // live. PostgreSQL, the default, keeps a key in the business transaction; Redis keeps it
@@ -212,7 +218,7 @@ func (s *source) parseField(m *marker, k, v *yaml.Node, name string, allowBool b
 		}
 		m.required.put(v.Value == "true", p)
 		return true
-	case "lease", "retention", "timeout":
+	case "lease", "retention", "timeout", "wait":
 		d, good := s.duration(v, fname, errs)
 		if !good {
 			return false
@@ -222,6 +228,8 @@ func (s *source) parseField(m *marker, k, v *yaml.Node, name string, allowBool b
 			m.lease.put(d, p)
 		case "retention":
 			m.retention.put(d, p)
+		case "wait":
+			m.wait.put(d, p)
 		default:
 			m.timeout.put(d, p)
 		}

@@ -46,6 +46,7 @@ type operation struct {
 	Lease     time.Duration
 	Retention time.Duration
 	Timeout   time.Duration // zero: none
+	Wait      time.Duration // zero: a duplicate is answered 409 at once
 	Isolation string        // "" (database default), "serializable", ...
 	// Store is where the keys live: storePostgres (in the business transaction) or
 	// storeRedis (idem/idemredis: no transaction, a weaker guarantee).
@@ -135,6 +136,7 @@ func (s *source) buildOperation(om opMarker, item *openapi3.PathItem, op *openap
 		Retention: idem.DefaultRetention,
 		Required:  mk.required.v,
 		Timeout:   mk.timeout.v,
+		Wait:      mk.wait.v,
 		Isolation: mk.isolation.v,
 		Store:     storePostgres,
 	}

@@ -235,6 +235,9 @@ func policyComment(v string, o *operation) []string {
 	if o.Store == storeRedis {
 		iso = "no transaction (store: redis)"
 	}
+	if o.Wait > 0 {
+		iso += ", duplicates wait up to " + humanDuration(o.Wait) + " for the owner's answer"
+	}
 	how := ""
 	if o.ByMethod {
 		how = ", marked by " + DefaultsExt + ".methods"

@@ -2,7 +2,6 @@ package idem
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"slices"
@@ -172,10 +171,10 @@ func fillKeys(b *testing.B, pool *pgxpool.Pool, size int) {
 	for from := rows; from < size; from += 1_000_000 {
 		to := min(size, from+1_000_000)
 		if _, err := pool.Exec(ctx, `
-			INSERT INTO idempotency_keys (scope, key, operation, fingerprint, status, lease_token, leased_until,
+			INSERT INTO idempotency_keys (scope, key, operation, fingerprint, status,
 				response_status, response_headers, response_body, created_at, completed_at, expires_at)
 			SELECT 'acct-' || (i % 500), gen_random_uuid()::text, 'createThing',
-				sha256(i::text::bytea), 'completed', i, t + interval '30 seconds',
+				sha256(i::text::bytea), 'completed',
 				201, '[["Content-Type","application/json"],["Location","/things/1"]]',
 				convert_to(repeat('{"id":"pay_0123456789abcdef","amount":1234}', 4), 'UTF8'), t, t, t + interval '1 day'
 			FROM generate_series($1::bigint, $2::bigint - 1) AS i,
@@ -219,11 +218,13 @@ func timeClaims(b *testing.B, pool *pgxpool.Pool, fp []byte, n int) []time.Durat
 	}
 	lat := make([]time.Duration, 0, 2*n)
 	for i, key := range keys {
-		st := idemdb.ClaimKeyParams{Scope: "acct-" + strconv.Itoa(i%500), Key: key, Operation: "createThing",
-			Fingerprint: fp, LeaseToken: newToken(), LeaseUs: DefaultLease.Microseconds(), RetentionUs: DefaultRetention.Microseconds()}.Statement()
+		hi, lo := lockHalves(LockID("acct-"+strconv.Itoa(i%500), key))
+		st := idemdb.LockKeyParams{LockHi: hi, LockLo: lo, Scope: "acct-" + strconv.Itoa(i%500), Key: key}.Statement()
 		start := time.Now()
-		var rowID string
-		if err := conn.QueryRow(ctx, st.SQL, st.Args...).Scan(&rowID); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		var locked bool
+		var isolation string
+		var rest [8]any
+		if err := conn.QueryRow(ctx, st.SQL, st.Args...).Scan(append([]any{&locked, &isolation}, rest[:]...)...); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, time.Since(start))

@@ -5,10 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"strings"
-	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
@@ -16,75 +15,69 @@ import (
 )
 
 // ErrCommitUnknown is wrapped by the error of a call whose COMMIT got no answer (the
-// connection was lost): the business writes may or may not have committed. The claim is
-// not released; once its lease ends a retry reclaims it, or replays if the commit landed.
+// connection was lost after the completion and COMMIT were sent): the business writes may
+// or may not have committed. Nothing is left to release: if the COMMIT did not happen, the
+// database rolls the transaction back (and frees the key) when it notices the connection is
+// gone, at the latest when the lease's idle bound cuts it off. A retry with the same key
+// settles the outcome: it replays the answer if the commit happened, and runs the request
+// otherwise. [ResponseErrorHandler] answers such an error 503 saying so.
 var ErrCommitUnknown = errors.New("idem: commit outcome unknown")
 
 // errNoResponse is the error of a business function that returned neither a response nor
 // an error.
 var errNoResponse = errors.New("idem: business function returned no response and no error")
 
-// execute runs the business transaction of the claim we hold (c.token), retrying it after
-// serialization failures and deadlocks.
-func (c *call) execute(ctx context.Context, how Outcome, fn Func) (resp *Response, err error) {
-	ctx, endSpan := c.s.trace(ctx, SpanBusiness, c.p.Operation)
-	defer func() { endSpan(finished(resp, false, err)) }()
-	s, p := c.s, c.p
-	s.observe(p.Operation, how)
-	if s.hookClaimed != nil {
-		s.hookClaimed()
-	}
-	for attempt := 0; ; attempt++ {
-		resp, retry, err := c.attempt(ctx, fn)
-		if retry {
-			if attempt < s.maxRetries {
-				s.observe(p.Operation, OutcomeRetried)
-				continue
-			}
-			// Out of retries: a business failure like any other.
-			s.observe(p.Operation, OutcomeFailed)
-			c.release(context.WithoutCancel(ctx))
-		}
-		return resp, err
-	}
-}
+// errRetry marks an attempt that ended in a serialization failure or deadlock: rolled
+// back, run again.
+type errRetry struct{ err error }
 
-// attempt is one business transaction: (BEGIN and own-row lock, unless they came with the
-// claim) → fn → one flight of the fenced completion and COMMIT. retry reports a
-// serialization failure or deadlock, rolled back, with the claim not released (execute
-// releases it when no retry follows; a retry's lock finds out whether the claim is still
-// ours).
-func (c *call) attempt(ctx context.Context, fn Func) (resp *Response, retry bool, err error) {
+func (e errRetry) Error() string { return e.err.Error() }
+func (e errRetry) Unwrap() error { return e.err }
+
+// execute runs the business function in the transaction the claim opened (state
+// claimFresh or claimTakeover), then completes the key and commits in one flight. A
+// returned errRetry: rolled back after a serialization failure or deadlock, to be run again.
+func (c *call) execute(ctx context.Context, state claimState, fn Func) (resp *Response, err error) {
+	ctx, endSpan := c.s.trace(ctx, SpanBusiness, c.p.Operation)
+	defer func() {
+		var retry errRetry
+		endSpan(finished(resp, errors.As(err, &retry), err))
+	}()
 	s, p := c.s, c.p
 	bg := context.WithoutCancel(ctx)
-	lock, err := c.begin(ctx)
-	if err != nil {
-		c.release(bg)
-		return nil, false, fmt.Errorf("idem: begin: %w", err)
+	over := state == claimTakeover
+	if c.snapshot && !c.rowClaimed {
+		retry, err := c.claimRow(ctx)
+		if err != nil {
+			c.rollback(bg)
+			if retry {
+				return nil, errRetry{err}
+			}
+			s.observe(p.Operation, OutcomeFailed)
+			return nil, err
+		}
+		c.rowClaimed = true
 	}
-	if lock.err != nil {
-		// Under REPEATABLE READ or SERIALIZABLE a reclaim that committed since our
-		// snapshot fails the lock with 40001: retried, the lock sees the new token.
-		return c.fail(bg, fmt.Errorf("idem: lock own key: %w", lock.err))
+	if c.rowClaimed {
+		over = true
 	}
-	if !lock.found {
-		c.rollback(bg)
-		return c.leaseLost(), false, nil
+	if state == claimTakeover {
+		s.observe(p.Operation, OutcomeTakenOver)
+	} else {
+		s.observe(p.Operation, OutcomeClaimed)
 	}
 	// A panicking business function is a business error (net/http recovers the panic and
-	// the process lives on): roll back and release, then let the panic continue.
-	// runtime.Goexit is not recovered: an owner that is gone does not release.
+	// the process lives on): roll back, then let the panic continue.
 	defer func() {
 		if v := recover(); v != nil {
 			c.rollback(bg)
 			s.observe(p.Operation, OutcomeFailed)
-			c.release(bg)
 			panic(v)
 		}
 	}()
 	bctx, cancel := withTimeout(context.WithValue(ctx, ctxKey{}, KeyInfo{Scope: c.scope, Key: c.key}), p.Timeout)
-	defer cancel()
 	resp, err = fn(bctx, txOnly{c.conn.Conn()})
+	cancel()
 	if err == nil && resp == nil {
 		err = errNoResponse
 	}
@@ -93,43 +86,23 @@ func (c *call) attempt(ctx context.Context, fn Func) (resp *Response, retry bool
 	}
 	if !s.cacheable(resp.Status) {
 		c.rollback(bg)
-		c.release(bg)
 		resp.Outcome = OutcomeNotStored
 		s.observe(p.Operation, OutcomeNotStored)
-		return resp, false, nil
+		return resp, nil
 	}
 	// The business ran: finish under a context the client's going away cannot cancel.
-	cctx, endSpan := s.trace(bg, SpanComplete, p.Operation)
-	resp, retry, err = c.complete(cctx, resp)
-	endSpan(finished(resp, retry, err))
-	return resp, retry, err
+	cctx, endComplete := s.trace(bg, SpanComplete, p.Operation)
+	resp, err = c.complete(cctx, resp, over)
+	var retry errRetry
+	endComplete(finished(resp, errors.As(err, &retry), err))
+	return resp, err
 }
 
-// begin returns the own-row lock of the business transaction: the one that traveled in
-// the claim's flight, or, on a retry or after a claim sent apart, a new flight with BEGIN
-// and the lock.
-func (c *call) begin(ctx context.Context) (*step, error) {
-	if lock := c.lock; lock != nil {
-		c.lock = nil
-		return lock, nil
-	}
-	if err := c.connect(ctx); err != nil {
-		return nil, err
-	}
-	f := newFlight(c.conn.Conn(), c.s.wire)
-	c.queueBegin(f)
-	lock := c.lock
-	c.lock = nil
-	if err := f.run(ctx); err != nil {
-		return nil, err
-	}
-	return lock, nil
-}
-
-// complete records resp and commits, in one flight: the fenced completion, then COMMIT.
-// A completion that fails its fence raises, which aborts the transaction and so the
-// COMMIT behind it.
-func (c *call) complete(bg context.Context, resp *Response) (*Response, bool, error) {
+// complete writes the key's row with resp and commits, in one flight. over: the row
+// exists (a takeover, or our own ClaimKeyRow row) and is written by CompleteKeyOver, else
+// CompleteKey inserts it. A unique violation (or CompleteKeyOver's refusal) means another
+// writer won: the transaction is rolled back and the answer comes from its row.
+func (c *call) complete(bg context.Context, resp *Response, over bool) (*Response, error) {
 	s, p := c.s, c.p
 	headers, err := json.Marshal(resp.StoredHeader())
 	if err != nil {
@@ -139,89 +112,104 @@ func (c *call) complete(bg context.Context, resp *Response) (*Response, bool, er
 	if body == nil {
 		body = []byte{}
 	}
-	f := newFlight(c.conn.Conn(), c.s.wire)
-	var completed int32
-	done := f.query(c.completeStmt(resp.Status, headers, body), &completed)
+	fctx, cancel := s.flightContext(bg)
+	defer cancel()
+	f := newFlight(c.conn.Conn(), s.wire)
+	st := pgtype.Int4{Int32: int32(resp.Status), Valid: true}
+	retention := p.retention().Microseconds()
+	var done *step
+	if over {
+		var completed int32
+		done = f.query(idemdb.CompleteKeyOverParams{
+			Scope: c.scope, Key: c.key, Operation: p.Operation, Fingerprint: c.fp,
+			ResponseStatus: st, ResponseHeaders: headers, ResponseBody: body, RetentionUs: retention,
+		}.Statement(), &completed)
+	} else {
+		done = f.query(idemdb.CompleteKeyParams{
+			Scope: c.scope, Key: c.key, Operation: p.Operation, Fingerprint: c.fp,
+			ResponseStatus: st, ResponseHeaders: headers, ResponseBody: body, RetentionUs: retention,
+		}.Statement())
+	}
 	commit := f.exec("commit")
-	err = f.run(bg)
+	err = f.run(fctx)
 	var pgErr *pgconn.PgError
 	switch {
-	case fenceFailed(done.err):
+	case lostToAnotherWriter(done.err):
 		c.rollback(bg)
-		return c.leaseLost(), false, nil
+		return c.answerWinner(bg)
 	case errors.As(done.err, &pgErr):
 		// The server refused the completion, so it skipped the COMMIT.
 		return c.fail(bg, fmt.Errorf("idem: complete: %w", done.err))
 	case errors.As(commit.err, &pgErr):
 		return c.fail(bg, fmt.Errorf("idem: commit: %w", commit.err))
-	case err != nil:
-		// No answer from the server: the commit may have happened. Do not release; the
-		// lease and reclaim settle it.
+	case err != nil && pgconn.SafeToRetry(err):
+		// Nothing of the flight reached the server: the connection is closed, and with it
+		// the transaction rolls back.
 		s.observe(p.Operation, OutcomeFailed)
-		return nil, false, fmt.Errorf("%w: %w", ErrCommitUnknown, err)
+		return nil, fmt.Errorf("idem: complete: %w", err)
+	case err != nil:
+		// No answer from the server: the commit may have happened.
+		s.observe(p.Operation, OutcomeFailed)
+		return nil, fmt.Errorf("%w: %w", ErrCommitUnknown, err)
 	}
 	resp.Outcome = OutcomeCompleted
 	s.observe(p.Operation, OutcomeCompleted)
-	return resp, false, nil
+	return resp, nil
 }
 
-// completeStmt is CompleteKey, or CompleteKeyAt when the row is addressed by its ctid.
-func (c *call) completeStmt(status int, headers json.RawMessage, body []byte) idemdb.Statement {
-	st := pgtype.Int4{Int32: int32(status), Valid: true}
-	retention := c.p.retention().Microseconds()
-	if c.byRowID() {
-		return idemdb.CompleteKeyAtParams{
-			RowID: c.rowID, Scope: c.scope, Key: c.key, LeaseToken: c.token,
-			ResponseStatus: st, ResponseHeaders: headers, ResponseBody: body, RetentionUs: retention,
-		}.Statement()
-	}
-	return idemdb.CompleteKeyParams{
-		Scope: c.scope, Key: c.key, LeaseToken: c.token,
-		ResponseStatus: st, ResponseHeaders: headers, ResponseBody: body, RetentionUs: retention,
-	}.Statement()
-}
-
-// fenceFailed reports the error CompleteKey raises when no row carries our token.
-func fenceFailed(err error) bool {
+// lostToAnotherWriter reports the completion's errors that mean another writer completed
+// the key first: CompleteKey's unique violation, CompleteKeyOver's refusal.
+func lostToAnotherWriter(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "22P02" && strings.Contains(pgErr.Message, "fence failed")
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	return pgErr.Code == "23505" && pgErr.ConstraintName == "idempotency_keys_pkey" ||
+		pgErr.Code == "22P02" && strings.Contains(pgErr.Message, "taken by another writer")
 }
 
-// fail rolls back; a serialization failure or deadlock is reported for retry, any other
-// error releases the claim.
-func (c *call) fail(bg context.Context, err error) (*Response, bool, error) {
+// answerWinner answers from the row of the writer that completed the key before us (our
+// business writes were rolled back).
+func (c *call) answerWinner(bg context.Context) (*Response, error) {
+	fctx, cancel := c.s.flightContext(bg)
+	defer cancel()
+	r, err := idemdb.New(c.conn).GetKey(fctx, idemdb.GetKeyParams{Scope: c.scope, Key: c.key})
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Completed and purged or rolled back since: run the request again.
+		return nil, errRetry{errors.New("idem: the key's winning row is gone")}
+	}
+	if err != nil {
+		c.s.observe(c.p.Operation, OutcomeFailed)
+		return nil, fmt.Errorf("idem: read the key's row: %w", err)
+	}
+	return c.answer(keyRow{
+		operation: r.Operation, fingerprint: r.Fingerprint, status: r.Status,
+		responseStatus: int(r.ResponseStatus.Int32), headers: r.ResponseHeaders, body: r.ResponseBody,
+		leaseRemaining: r.LeaseRemainingSeconds,
+	}), nil
+}
+
+// fail rolls back; a serialization failure or deadlock becomes an errRetry.
+func (c *call) fail(bg context.Context, err error) (*Response, error) {
 	c.rollback(bg)
 	if retryable(err) {
-		return nil, true, err
+		return nil, errRetry{err}
 	}
 	c.s.observe(c.p.Operation, OutcomeFailed)
-	c.release(bg)
-	return nil, false, err
+	return nil, err
 }
 
-// rollback ends the business transaction, if one is open. A connection that fails it is
-// closed by the pool when the call gives it back.
+// rollback ends the transaction, if one is open, within a flight's deadline. A connection
+// that fails it is closed (by pgx, or by the pool when the call gives it back): the
+// database rolls the transaction back then.
 func (c *call) rollback(ctx context.Context) {
-	if c.conn != nil && c.conn.Conn().PgConn().TxStatus() != 'I' {
-		_, _ = c.conn.Exec(ctx, "rollback")
+	if c.conn == nil || c.conn.Conn().PgConn().TxStatus() == 'I' {
+		return
 	}
-}
-
-func (c *call) leaseLost() *Response {
-	return c.s.reject(c.p, OutcomeLeaseLost, http.StatusConflict,
-		"this request's claim on the idempotency key was taken over by a retry; its work was rolled back", 1)
-}
-
-// release deletes our claim so a retry runs at once. Failure is tolerated: the lease
-// bounds how long the claim blocks retries. The business connection goes back to the pool
-// first (closed if it is broken): the release runs on a healthy one.
-func (c *call) release(bg context.Context) {
-	c.dropConn()
-	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+	fctx, cancel := c.s.flightContext(context.WithoutCancel(ctx))
 	defer cancel()
-	n, err := c.s.q.ReleaseKey(ctx, idemdb.ReleaseKeyParams{Scope: c.scope, Key: c.key, LeaseToken: c.token})
-	if err == nil && n == 1 {
-		c.s.observe(c.p.Operation, OutcomeReleased)
+	if _, err := c.conn.Exec(fctx, "rollback"); err != nil {
+		_ = c.conn.Conn().PgConn().Close(fctx)
 	}
 }
 

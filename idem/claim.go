@@ -3,235 +3,286 @@ package idem
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/idemgen/idemgen/idem/internal/idemdb"
 )
 
-// claimAttempts bounds the claim phase's statements for one call: a claim, then a
-// takeover or reclaim, and their re-reads when the row changes under us.
-const claimAttempts = 4
+// lockDomain starts the encoding the claim's lock is hashed from, so that idem's lock
+// values are not those of another scheme that hashes the same strings.
+const lockDomain = "idemgen/v2 claim\x00"
 
-// claim runs the claim phase. When it returns how the key was claimed (claimed, taken
-// over, reclaimed) the call holds the claim: c.token is on the row, and the business
-// transaction may already have begun with the own-row lock (c.lock). Otherwise it returns
-// the answer (replay, 409, 422) or an error.
-func (c *call) claim(ctx, qctx context.Context) (Outcome, *Response, error) {
-	how, stmt := OutcomeClaimed, c.claimStmt
-	for range claimAttempts {
-		won, row, err := c.try(ctx, qctx, stmt)
-		if err != nil {
-			return "", nil, fmt.Errorf("idem: %s: %w", claimVerb[how], err)
-		}
-		if won {
-			return how, nil, nil
-		}
-		switch {
-		case row == nil: // released between our statement and our read: claim again
-			how, stmt = OutcomeClaimed, c.claimStmt
-		case row.Expired:
-			how, stmt = OutcomeTakenOver, c.takeOverStmt
-		default:
-			if resp := c.answer(*row); resp != nil {
-				return "", resp, nil
-			}
-			if how == OutcomeReclaimed {
-				// Lost the reclaim: a live owner holds its row lock, or another retry won.
-				return "", c.inProgress(1), nil
-			}
-			how, stmt = OutcomeReclaimed, c.reclaimStmt
-		}
-	}
-	return "", c.inProgress(1), nil
+// LockID returns the 64-bit value of the transaction-scoped advisory lock that claims
+// (scope, key): the first 8 bytes (big-endian) of SHA-256 over an unambiguous encoding,
+// a domain prefix, the scope's length as a uvarint, the scope, then the key (the last
+// field needs no length). Text cannot hold NUL but keys and scopes may hold any other
+// byte, so a separator alone would be ambiguous; the length prefix is not. The lock is
+// taken as pg_try_advisory_xact_lock(int4, int4) with the high and the low 32 bits, and
+// shows in pg_locks as classid, objid with objsubid 2.
+func LockID(scope, key string) int64 {
+	h := sha256.New()
+	var n [binary.MaxVarintLen64]byte
+	h.Write([]byte(lockDomain))
+	h.Write(n[:binary.PutUvarint(n[:], uint64(len(scope)))])
+	h.Write([]byte(scope))
+	h.Write([]byte(key))
+	var sum [sha256.Size]byte
+	return int64(binary.BigEndian.Uint64(h.Sum(sum[:0])[:8]))
 }
 
-// claimVerb names each way of claiming in errors.
-var claimVerb = map[Outcome]string{
-	OutcomeClaimed: "claim", OutcomeTakenOver: "take over expired key", OutcomeReclaimed: "reclaim",
-}
+// lockHalves splits a lock value into the two int4 keys of the advisory lock functions.
+func lockHalves(id int64) (hi, lo int32) { return int32(id >> 32), int32(id) }
 
-// try sends one claim statement (claim, takeover or reclaim) under a fresh fencing token.
-// won: the statement put our token on the row. Not won: row is the key's row as read
-// right after (nil when there is none).
-func (c *call) try(ctx, qctx context.Context, stmt func(token int64) idemdb.Statement) (won bool, row *idemdb.GetKeyRow, err error) {
-	c.token = newToken()
-	st := stmt(c.token)
-	if c.s.claimPool == nil && c.s.hookClaimed == nil && !c.byRowID() {
-		return c.tryInFlight(ctx, qctx, st)
-	}
-	return c.tryApart(ctx, qctx, st)
-}
+// claimState is what the claim's flight found.
+type claimState int
 
-// byRowID reports whether the business transaction addresses the key's row by its ctid
-// (under SERIALIZABLE, see LockOwnKeyAt) rather than by its primary key. The lock then
-// needs the ctid the claim returns: the claim travels apart.
-func (c *call) byRowID() bool { return c.p.Isolation == pgx.Serializable }
+const (
+	claimFresh    claimState = iota // lock taken, no row: the key is ours
+	claimTakeover                   // lock taken, a takeable row (past retention, or a v1 claim past its lease)
+	claimAnswered                   // the row (or the lock held elsewhere) decides the answer
+	claimBusy                       // another transaction holds the lock
+)
 
-// tryInFlight sends the claim statement, its own sync (it commits on its own, so
-// duplicates see it at once), BEGIN and the own-row lock in one flight on the business
-// connection. When the claim is not ours, the transaction BEGIN opened is rolled back
-// and the row read, in a second flight.
-func (c *call) tryInFlight(ctx, qctx context.Context, st idemdb.Statement) (bool, *idemdb.GetKeyRow, error) {
+// claim sends the first flight on the business connection: BEGIN (at the policy's
+// isolation), the lease's idle bound, and LockKey. When the key is ours the transaction
+// stays open (claimFresh, claimTakeover); otherwise it is rolled back and resp is the
+// answer (replay, 409, 422), or, for claimBusy, nil (the caller answers 409 or waits).
+func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 	if err := c.connect(ctx); err != nil {
-		return false, nil, err
+		return 0, nil, err
 	}
-	f := newFlight(c.conn.Conn(), c.s.wire)
-	claim := f.query(st)
-	f.sync()
-	c.queueBegin(f)
-	if err := f.run(qctx); err != nil {
-		return false, nil, err
+	fctx, cancel := c.s.flightContext(ctx)
+	defer cancel()
+	conn := c.conn.Conn()
+	f := newFlight(conn, c.s.wire)
+	idle := c.p.idleBound()
+	session := c.s.wire.prepare
+	if session && sessionIdle(conn) != idle {
+		// Once per connection (and per change): the bound lives in the session, so the
+		// steady state costs no statement. Its own sync: a SET inside the transaction
+		// would be undone by a rollback.
+		f.exec("set idle_in_transaction_session_timeout = " + strconv.FormatInt(idle.Milliseconds(), 10))
+		f.sync()
 	}
-	if claim.err == nil && claim.rows == 1 {
-		return true, nil, nil
+	f.exec(c.beginSQL())
+	if !session {
+		// Behind PgBouncer's transaction pooling the session is not ours: every
+		// transaction sets its own bound.
+		f.exec("set local idle_in_transaction_session_timeout = " + strconv.FormatInt(idle.Milliseconds(), 10))
 	}
-	c.lock = nil
-	if claim.err != nil {
-		c.rollback(qctx)
-		return false, nil, claim.err
+	hi, lo := lockHalves(c.lockID)
+	c.rowClaimed = false
+	serial := c.p.Isolation == pgx.Serializable || c.p.Isolation == "" && defaultIsolation(conn) == "serializable"
+	var r idemdb.LockKeyRow
+	var lock *step
+	if serial {
+		lock = f.query(idemdb.LockKeyOnlyParams{LockHi: hi, LockLo: lo}.Statement(), &r.Locked, &r.Isolation)
+	} else {
+		lock = f.query(idemdb.LockKeyParams{LockHi: hi, LockLo: lo, Scope: c.scope, Key: c.key}.Statement(),
+			&r.Locked, &r.Isolation, &r.Operation, &r.Fingerprint, &r.Status, &r.ResponseStatus,
+			&r.ResponseHeaders, &r.ResponseBody, &r.Takeable, &r.LeaseRemainingSeconds)
 	}
-	row, err := c.rollbackAndRead(qctx)
-	return false, row, err
-}
-
-// tryApart sends the claim statement by itself: on the claim pool when there is one
-// (duplicates then never take a business connection), else on the business connection.
-// The business transaction begins later, in a flight of its own. It records the row's
-// ctid in c.rowID.
-func (c *call) tryApart(ctx, qctx context.Context, st idemdb.Statement) (bool, *idemdb.GetKeyRow, error) {
-	var db idemdb.DBTX = c.s.claimPool
-	if c.s.claimPool == nil {
-		if err := c.connect(ctx); err != nil {
-			return false, nil, err
-		}
-		db = c.conn
-	}
-	err := db.QueryRow(qctx, st.SQL, st.Args...).Scan(&c.rowID)
-	if err == nil {
-		return true, nil, nil
-	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return false, nil, err
-	}
-	row, err := idemdb.New(db).GetKey(qctx, idemdb.GetKeyParams{Scope: c.scope, Key: c.key})
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, nil, nil
-	}
+	err := f.run(fctx)
 	if err != nil {
-		return false, nil, fmt.Errorf("read key: %w", err)
+		return 0, nil, fmt.Errorf("idem: claim: %w", err)
 	}
-	return false, &row, nil
+	if session {
+		setSessionIdle(conn, idle)
+	}
+	if lock.err != nil {
+		c.rollback(ctx)
+		return 0, nil, fmt.Errorf("idem: claim: %w", lock.err)
+	}
+	if c.p.Isolation == "" {
+		setDefaultIsolation(conn, r.Isolation)
+	}
+	c.snapshot = r.Isolation == "repeatable read" || r.Isolation == "serializable"
+	switch {
+	case r.Operation.Valid && !r.Takeable:
+		// A row that is not ours to take answers, whoever holds the lock: concurrent
+		// replays of a completed key do not make each other 409.
+	case !r.Locked && serial:
+		// LockKeyOnly read no row: a completed key still replays.
+		return c.answerIfCompleted(ctx)
+	case !r.Locked:
+		c.rollback(ctx)
+		return claimBusy, nil, nil
+	case serial || r.Isolation == "serializable":
+		// LockKey did not read the row (or read it under a snapshot older than the lock):
+		// ClaimKeyRow decides.
+		return c.claimSerializable(ctx)
+	case !r.Operation.Valid:
+		return claimFresh, nil, nil
+	default:
+		return claimTakeover, nil, nil
+	}
+	c.rollback(ctx)
+	return claimAnswered, c.answer(keyRow{
+		operation: r.Operation.String, fingerprint: r.Fingerprint, status: r.Status.String,
+		responseStatus: int(r.ResponseStatus.Int32), headers: r.ResponseHeaders, body: r.ResponseBody,
+		leaseRemaining: r.LeaseRemainingSeconds,
+	}), nil
 }
 
-// queueBegin queues BEGIN (at the policy's isolation level) and the own-row lock, and
-// records the lock's step in c.lock.
-func (c *call) queueBegin(f *flight) {
-	begin := "begin"
-	if c.p.Isolation != "" {
-		begin += " isolation level " + strings.ToLower(string(c.p.Isolation))
+// answerIfCompleted answers a request whose key another transaction holds under
+// SERIALIZABLE: from the key's row when it is one that answers (a completed key being
+// replayed by the holder), else busy.
+func (c *call) answerIfCompleted(ctx context.Context) (claimState, *Response, error) {
+	fctx, cancel := c.s.flightContext(ctx)
+	defer cancel()
+	r, err := idemdb.New(c.conn).GetKey(fctx, idemdb.GetKeyParams{Scope: c.scope, Key: c.key})
+	c.rollback(ctx)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows) || err == nil && r.Takeable:
+		return claimBusy, nil, nil
+	case err != nil:
+		return 0, nil, fmt.Errorf("idem: read the key's row: %w", err)
 	}
-	f.exec(begin)
-	lock := idemdb.LockOwnKeyParams{Scope: c.scope, Key: c.key, LeaseToken: c.token}.Statement()
-	if c.byRowID() {
-		lock = idemdb.LockOwnKeyAtParams{RowID: c.rowID, Scope: c.scope, Key: c.key, LeaseToken: c.token}.Statement()
-	}
-	c.lock = f.query(lock)
-	f.sync()
+	return claimAnswered, c.answer(keyRow{
+		operation: r.Operation, fingerprint: r.Fingerprint, status: r.Status,
+		responseStatus: int(r.ResponseStatus.Int32), headers: r.ResponseHeaders, body: r.ResponseBody,
+		leaseRemaining: r.LeaseRemainingSeconds,
+	}), nil
 }
 
-// rollbackAndRead ends the transaction the claim's flight began and reads the key's row,
-// in one flight. A nil row: there is none.
-func (c *call) rollbackAndRead(ctx context.Context) (*idemdb.GetKeyRow, error) {
-	f := newFlight(c.conn.Conn(), c.s.wire)
-	f.exec("rollback")
-	var r idemdb.GetKeyRow
-	get := f.query(idemdb.GetKeyParams{Scope: c.scope, Key: c.key}.Statement(),
-		&r.Operation, &r.Fingerprint, &r.Status, &r.LeaseToken, &r.ResponseStatus, &r.ResponseHeaders,
-		&r.ResponseBody, &r.Expired, &r.LeaseExpired, &r.LeaseRemainingSeconds)
-	if err := f.run(ctx); err != nil {
-		return nil, err
+// claimSerializable finishes the claim under SERIALIZABLE, the lock held: ClaimKeyRow
+// writes the key's row (fresh, or over a takeable one) before the business, and when it
+// writes nothing the row is read and answers.
+func (c *call) claimSerializable(ctx context.Context) (claimState, *Response, error) {
+	if retry, err := c.claimRow(ctx); err != nil {
+		if !retry || retryable(err) {
+			c.rollback(ctx)
+			return 0, nil, err
+		}
+		// A row not ours to take: read it.
+		fctx, cancel := c.s.flightContext(ctx)
+		defer cancel()
+		r, err := idemdb.New(c.conn).GetKey(fctx, idemdb.GetKeyParams{Scope: c.scope, Key: c.key})
+		c.rollback(ctx)
+		if err != nil {
+			return 0, nil, fmt.Errorf("idem: read the key's row: %w", err)
+		}
+		return claimAnswered, c.answer(keyRow{
+			operation: r.Operation, fingerprint: r.Fingerprint, status: r.Status,
+			responseStatus: int(r.ResponseStatus.Int32), headers: r.ResponseHeaders, body: r.ResponseBody,
+			leaseRemaining: r.LeaseRemainingSeconds,
+		}), nil
 	}
-	if get.err != nil {
-		return nil, fmt.Errorf("read key: %w", get.err)
+	c.rowClaimed = true
+	return claimFresh, nil, nil
+}
+
+// beginSQL is BEGIN at the policy's isolation level.
+func (c *call) beginSQL() string {
+	if c.p.Isolation == "" {
+		return "begin"
 	}
-	if !get.found {
-		return nil, nil
+	return "begin isolation level " + strings.ToLower(string(c.p.Isolation))
+}
+
+// claimRow writes the key's row as 'processing' inside the transaction (ClaimKeyRow), before
+// the business runs under REPEATABLE READ or SERIALIZABLE: the transaction's snapshot was
+// taken before the lock was granted, and this write surfaces a row committed in between
+// (40001, or no row written). retry: roll back and run the request again.
+func (c *call) claimRow(ctx context.Context) (retry bool, err error) {
+	fctx, cancel := c.s.flightContext(ctx)
+	defer cancel()
+	n, err := idemdb.New(c.conn).ClaimKeyRow(fctx, idemdb.ClaimKeyRowParams{
+		Scope: c.scope, Key: c.key, Operation: c.p.Operation, Fingerprint: c.fp,
+		RetentionUs: c.p.retention().Microseconds(),
+	})
+	switch {
+	case retryable(err):
+		return true, err
+	case err != nil:
+		return false, fmt.Errorf("idem: claim the key's row: %w", err)
+	case n != 1:
+		return true, fmt.Errorf("idem: claim the key's row: a row committed since the snapshot holds the key")
 	}
-	return &r, nil
+	return false, nil
 }
 
-func (c *call) claimStmt(token int64) idemdb.Statement {
-	p := c.p
-	return idemdb.ClaimKeyParams{
-		Scope: c.scope, Key: c.key, Operation: p.Operation, Fingerprint: c.fp, LeaseToken: token,
-		LeaseUs: p.lease().Microseconds(), RetentionUs: p.retention().Microseconds(),
-	}.Statement()
+// keyRow is the key's row as the claim (or a read after a lost completion) found it.
+type keyRow struct {
+	operation, status string
+	fingerprint       []byte
+	responseStatus    int
+	headers           json.RawMessage
+	body              []byte
+	leaseRemaining    float64 // seconds left of a v1 claim's lease
 }
 
-func (c *call) takeOverStmt(token int64) idemdb.Statement {
-	p := c.p
-	return idemdb.TakeOverExpiredParams{
-		Scope: c.scope, Key: c.key, Operation: p.Operation, Fingerprint: c.fp, LeaseToken: token,
-		LeaseUs: p.lease().Microseconds(), RetentionUs: p.retention().Microseconds(),
-	}.Statement()
-}
-
-func (c *call) reclaimStmt(token int64) idemdb.Statement {
-	return idemdb.ReclaimKeyParams{
-		Scope: c.scope, Key: c.key, Operation: c.p.Operation, Fingerprint: c.fp, LeaseToken: token,
-		LeaseUs: c.p.lease().Microseconds(),
-	}.Statement()
-}
-
-// newToken returns a fencing token: random, so that the claim's flight can carry the
-// own-row lock that names it. Only its difference from the row's previous tokens matters
-// (63 random bits).
-func newToken() int64 { return rand.Int64() }
-
-// answer decides a request whose key is held by an unexpired row: 422, replay or 409.
-// It returns nil for a processing row past its lease (a reclaim candidate).
-func (c *call) answer(row idemdb.GetKeyRow) *Response {
+// answer decides a request whose key has a row that is not ours to take: 422, a replay,
+// or, for a v1 claim whose lease has not ended, 409.
+func (c *call) answer(row keyRow) *Response {
 	p := c.p
 	switch {
-	case row.Operation != p.Operation:
+	case row.operation != p.Operation:
 		return c.s.reject(p, OutcomeMismatch, http.StatusUnprocessableEntity,
-			fmt.Sprintf("this idempotency key was used for another operation (%s)", row.Operation), 0)
-	case !bytes.Equal(row.Fingerprint, c.fp):
+			fmt.Sprintf("this idempotency key was used for another operation (%s)", row.operation), 0)
+	case !bytes.Equal(row.fingerprint, c.fp):
 		return c.s.reject(p, OutcomeMismatch, http.StatusUnprocessableEntity,
 			"this idempotency key was used with a different request payload", 0)
-	case row.Status == "completed":
-		resp := &Response{Status: int(row.ResponseStatus.Int32), Body: row.ResponseBody, Outcome: OutcomeReplayed}
+	case row.status == "completed":
+		resp := &Response{Status: row.responseStatus, Body: row.body, Outcome: OutcomeReplayed}
 		if resp.Body == nil {
 			resp.Body = []byte{}
 		}
-		if err := json.Unmarshal(row.ResponseHeaders, &resp.Header); err != nil {
+		if err := json.Unmarshal(row.headers, &resp.Header); err != nil {
 			resp.Header = nil // written by us; a broken value replays without headers
 		}
 		c.s.observe(p.Operation, OutcomeReplayed)
 		return resp
-	case !row.LeaseExpired:
-		return c.inProgress(int(math.Ceil(row.LeaseRemainingSeconds)))
 	}
-	return nil
+	// A v1 claim whose owner may still run: its lease ends it.
+	return c.inProgress(int(math.Ceil(row.leaseRemaining)))
 }
 
-// inProgress answers 409 with Retry-After: the lease's seconds left, clamped to 1..lease
-// and, when the policy has a timeout, to at most the timeout.
+// inProgress answers 409 with Retry-After: seconds, clamped to 1 and to the longest the
+// owner can hold the key (its timeout, else its lease).
 func (c *call) inProgress(seconds int) *Response {
-	maxS := int(math.Ceil(c.p.lease().Seconds()))
+	maxS := int(math.Ceil(c.p.idleBound().Seconds()))
 	if c.p.Timeout > 0 {
-		// A live owner finishes (or is cancelled and released) within its timeout.
 		maxS = min(maxS, int(math.Ceil(c.p.Timeout.Seconds())))
 	}
 	seconds = max(1, min(seconds, maxS))
 	return c.s.reject(c.p, OutcomeInProgress, http.StatusConflict,
 		"a request with this idempotency key is being processed; retry later", seconds)
+}
+
+// sessionIdleKey is the connection's custom data entry holding the
+// idle_in_transaction_session_timeout idem set on its session.
+const sessionIdleKey = "idem.idle_in_transaction_session_timeout"
+
+func sessionIdle(conn *pgx.Conn) time.Duration {
+	d, _ := conn.PgConn().CustomData()[sessionIdleKey].(time.Duration)
+	return d
+}
+
+func setSessionIdle(conn *pgx.Conn, d time.Duration) { conn.PgConn().CustomData()[sessionIdleKey] = d }
+
+// defaultIsolationKey is the connection's custom data entry holding the isolation level its
+// transactions get when BEGIN names none, as the claim's statement last reported it.
+const defaultIsolationKey = "idem.default_isolation"
+
+func defaultIsolation(conn *pgx.Conn) string {
+	s, _ := conn.PgConn().CustomData()[defaultIsolationKey].(string)
+	return s
+}
+
+func setDefaultIsolation(conn *pgx.Conn, s string) {
+	if defaultIsolation(conn) != s {
+		conn.PgConn().CustomData()[defaultIsolationKey] = s
+	}
 }

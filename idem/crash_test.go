@@ -15,84 +15,36 @@ import (
 	"github.com/idemgen/idemgen/internal/pgembed"
 )
 
-// The claim's commit does not wait for its WAL flush; these tests crash PostgreSQL right
-// after claims to show what that may lose, and that it is only ever claims whose request
-// committed nothing. A crash is a kill -9 of a PostgreSQL process: the postmaster then
-// resets shared memory, WAL buffers included, and runs crash recovery. The WAL writer is
-// stopped (SIGSTOP) from before the claims until the crash, so nothing but a commit that
-// waits for its flush moves the claims' WAL to disk. The cluster is durable (fsync,
-// synchronous_commit on) and has no autovacuum (whose commits would flush too).
-func TestCrashAfterClaims(t *testing.T) {
+// A crash of PostgreSQL (kill -9 of a backend: the postmaster resets shared memory and
+// runs crash recovery) while owners are inside their business transactions: their claims
+// were never committed (the key's lock is transaction-scoped and its row is born
+// completed), so nothing of them survives, and each retry executes at once, exactly once.
+// Every request completed before the crash replays. The cluster is durable (fsync,
+// synchronous_commit on) and has no autovacuum.
+func TestCrashWithOwnersInFlight(t *testing.T) {
 	ctx := context.Background()
 	c, err := pgembed.Start(ctx, pgembed.Options{Durable: true, Settings: map[string]string{"autovacuum": "off"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Stop() })
-
-	// Claims whose WAL no commit flushed are lost: their requests committed nothing, and a
-	// retry executes at once (no claim blocks it). Completed requests all replay.
-	t.Run("unflushed claims are lost", func(t *testing.T) {
-		e, ce := crashEnv(t, c)
-		completed := ce.complete(3)
-		ce.stopWALWriter()
-		owners := ce.hold(4)
-		ce.crash()
-		owners.wait()
-		ce.checkReplays(completed)
-		if n := e.keyRows() - len(completed); n != 0 || e.rows("") != len(completed) {
-			t.Fatalf("after the crash: %d of %d claims left, %d business rows; want 0 (their WAL never reached disk), %d",
-				n, len(owners.keys), e.rows(""), len(completed))
+	e, ce := crashEnv(t, c)
+	completed := ce.complete(3)
+	owners := ce.hold(4)
+	ce.crash()
+	owners.wait()
+	ce.checkReplays(completed)
+	if n := e.keyRows() - len(completed); n != 0 || e.rows("") != len(completed) {
+		t.Fatalf("after the crash: %d of %d in-flight keys left rows, %d business rows; want 0, %d",
+			n, len(owners.keys), e.rows(""), len(completed))
+	}
+	for _, key := range owners.keys {
+		if r := e.do(ce.p, key, "x", insertOne("x")); r.Outcome != OutcomeCompleted {
+			t.Fatalf("retry of %s: %d %s, want an execution at once", key, r.Status, r.Outcome)
 		}
-		for _, key := range owners.keys {
-			if r := e.do(ce.p, key, "x", insertOne("x")); r.Outcome != OutcomeCompleted {
-				t.Fatalf("retry of %s: %s, want an execution", key, r.Outcome)
-			}
-		}
-		ce.checkReplays(owners.keys)
-		ce.exactlyOnce()
-	})
-
-	// A commit that waits for its flush (here: another request's business COMMIT) makes
-	// every claim before it durable. The claims survive the crash as processing rows:
-	// retries get 409 until the lease ends, then one reclaims and executes. Never a replay
-	// from a row that is not completed.
-	t.Run("a later commit flushes earlier claims", func(t *testing.T) {
-		e, ce := crashEnv(t, c)
-		ce.stopWALWriter()
-		owners := ce.hold(4)
-		completed := ce.complete(1)
-		ce.crash()
-		owners.wait()
-		ce.checkReplays(completed)
-		if n := e.int(`SELECT count(*) FROM idempotency_keys WHERE status = 'processing'`); n != len(owners.keys) || e.rows("") != 1 {
-			t.Fatalf("after the crash: %d processing claims, %d business rows; want %d (flushed by the later commit), 1",
-				n, e.rows(""), len(owners.keys))
-		}
-		// A retry answers 409 while the lease lasts (recovery may outlast it), then one
-		// reclaims and executes.
-		var waiting []string
-		for _, key := range owners.keys {
-			switch r := e.do(ce.p, key, "x", insertOne("x")); r.Outcome {
-			case OutcomeInProgress:
-				waiting = append(waiting, key)
-			case OutcomeCompleted:
-			default:
-				t.Fatalf("retry of %s: %d %s, want 409 or (past the lease) an execution", key, r.Status, r.Outcome)
-			}
-		}
-		e.waitFor("coalesce(bool_and(leased_until <= now()), true) FROM idempotency_keys WHERE status = 'processing'")
-		for _, key := range waiting {
-			if r := e.do(ce.p, key, "x", insertOne("x")); r.Outcome != OutcomeCompleted {
-				t.Fatalf("retry of %s past the lease: %s, want an execution", key, r.Outcome)
-			}
-		}
-		if e.count(OutcomeReclaimed) != len(owners.keys) {
-			t.Fatalf("reclaimed %d, want %d", e.count(OutcomeReclaimed), len(owners.keys))
-		}
-		ce.checkReplays(owners.keys)
-		ce.exactlyOnce()
-	})
+	}
+	ce.checkReplays(owners.keys)
+	ce.exactlyOnce()
 }
 
 // crashTest is one crash scenario's database on the durable cluster.
@@ -103,7 +55,7 @@ type crashTest struct {
 	p       *Policy
 	bodies  map[string][]byte // the answer of each key that completed
 	seq     int
-	stopped int // the stopped WAL writer's pid
+	stopped int // the killed WAL writer's pid
 }
 
 func crashEnv(t *testing.T, c *pgembed.Cluster) (*env, *crashTest) {
@@ -139,16 +91,6 @@ func (ce *crashTest) complete(n int) []string {
 		keys = append(keys, key)
 	}
 	return keys
-}
-
-// stopWALWriter stops PostgreSQL's WAL writer until the crash.
-func (ce *crashTest) stopWALWriter() {
-	ce.t.Helper()
-	ce.stopped = ce.e.int(`SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'`)
-	if err := syscall.Kill(ce.stopped, syscall.SIGSTOP); err != nil {
-		ce.t.Fatalf("stopping the WAL writer (pid %d): %v", ce.stopped, err)
-	}
-	ce.t.Cleanup(func() { _ = syscall.Kill(ce.stopped, syscall.SIGCONT) })
 }
 
 // owners are requests held inside their business functions, their claims committed.
@@ -203,10 +145,14 @@ func (o *owners) wait() {
 	}
 }
 
-// crash kills the stopped WAL writer with SIGKILL and waits until PostgreSQL has
-// recovered and accepts connections again.
+// crash kills PostgreSQL's WAL writer with SIGKILL (the postmaster then resets every
+// backend and runs crash recovery) and waits until it accepts connections again.
 func (ce *crashTest) crash() {
 	ce.t.Helper()
+	if err := ce.e.pool.QueryRow(context.Background(),
+		`SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'`).Scan(&ce.stopped); err != nil {
+		ce.t.Fatal(err)
+	}
 	if err := syscall.Kill(ce.stopped, syscall.SIGKILL); err != nil {
 		ce.t.Fatal(err)
 	}

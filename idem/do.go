@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"time"
 
@@ -11,29 +12,23 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// claimPhaseTimeout bounds the claim phase's statements (claim, read, takeover,
-// reclaim), which do not follow the request's cancellation.
-const claimPhaseTimeout = 10 * time.Second
-
 // call is one request's run through the protocol.
 type call struct {
-	s     *Store
-	p     *Policy
-	scope string
-	key   string
-	fp    []byte
-	// token is the fencing token of our claim: a fresh random value for every claim,
-	// takeover or reclaim statement we send.
-	token int64
-	// rowID is the ctid of our claim's row as the claim statement returned it: under
-	// SERIALIZABLE the business transaction addresses the row by it (see LockOwnKeyAt).
-	rowID string
-	// conn is the business connection, held from the claim's flight (with a claim pool:
-	// from the won claim) to the end of the call.
+	s      *Store
+	p      *Policy
+	scope  string
+	key    string
+	fp     []byte
+	lockID int64 // LockID(scope, key)
+	// snapshot: the transaction's isolation keeps one snapshot for the whole transaction
+	// (REPEATABLE READ, SERIALIZABLE), taken before the lock was granted (see claimRow).
+	snapshot bool
+	// rowClaimed: the transaction wrote the key's row as 'processing' (ClaimKeyRow); the
+	// completion updates it.
+	rowClaimed bool
+	// conn is the business connection, held from the claim's flight to the end of the
+	// transaction.
 	conn *pgxpool.Conn
-	// lock is the own-row lock when it traveled in the claim's flight: the business
-	// transaction has begun. nil: it begins with its own flight.
-	lock *step
 }
 
 // Do runs fn under the idempotency protocol (see the package documentation).
@@ -41,12 +36,12 @@ type call struct {
 // rawKey is the key as received (nil when absent); it is validated with [ParseKey] before any
 // SQL. parts are the request's fingerprint inputs ([Fingerprint]). The returned Response is
 // what to send: fn's own response (OutcomeCompleted or OutcomeNotStored), a replay, or a
-// problem-details rejection. err is fn's error (after rollback and release), or a database
+// problem-details rejection. err is fn's error (after rollback), or a database
 // error of the protocol itself; the caller answers it as a server error. An error wrapping
-// [ErrCommitUnknown] means the COMMIT got no answer: the claim is kept until its lease ends.
+// [ErrCommitUnknown] means the COMMIT got no answer: a retry with the same key settles it.
 // A policy that breaks a rule of [Policy] is an error wrapping [ErrInvalidPolicy], before any
 // SQL; a response body over the cap ([WithMaxResponseBytes]) is an error wrapping
-// [ErrResponseTooLarge], rolled back and released like any business error. A key that
+// [ErrResponseTooLarge], rolled back like any business error. A key that
 // breaks the policy's [KeySchema] is a 400, one it accepts is used in its canonical form
 // ([KeySchema.Canonical]: a format uuid key in lowercase); streamed bodies among parts
 // ([BufferMultipart], [BufferReader]) are read into memory first, a 413 past
@@ -94,7 +89,7 @@ func (s *Store) Do(ctx context.Context, p *Policy, rawKey *string, parts []Part,
 	if err != nil {
 		return nil, err
 	}
-	c := &call{s: s, p: p, scope: scope, key: key, fp: fp}
+	c := &call{s: s, p: p, scope: scope, key: key, fp: fp, lockID: LockID(scope, key)}
 	return c.run(ctx, fn)
 }
 
@@ -103,30 +98,69 @@ func (s *Store) reject(p *Policy, o Outcome, status int, detail string, retryAft
 	return s.problem(o, Problem{Status: status, Detail: detail}, retryAfter)
 }
 
+// run claims the key and runs the business, in one transaction per attempt: again after
+// a serialization failure or deadlock (at most the store's retries), and, for a duplicate
+// under a policy with Wait, again once the key's owner is done.
 func (c *call) run(ctx context.Context, fn Func) (*Response, error) {
-	defer c.dropConn()
-	// The claim phase runs under a context the client's going away cannot cancel: a claim
-	// whose INSERT committed while its caller gave up would otherwise block retries for
-	// the whole lease. The business function then sees the cancelled ctx, and the claim is
-	// released.
-	cctx, endSpan := c.s.trace(ctx, SpanClaim, c.p.Operation)
-	qctx, cancel := context.WithTimeout(context.WithoutCancel(cctx), claimPhaseTimeout)
-	defer cancel()
-	how, resp, err := c.claim(cctx, qctx)
-	endSpan(claimed(how, resp, err))
-	if how == "" {
-		return resp, err
+	defer c.dropConn() // also when the business function panics
+	var waitUntil time.Time
+	if c.p.Wait > 0 {
+		waitUntil = time.Now().Add(c.p.Wait)
 	}
-	return c.execute(ctx, how, fn)
+	for attempt := 0; ; {
+		resp, err := c.once(ctx, fn)
+		c.dropConn()
+		var retry errRetry
+		switch {
+		case errors.As(err, &retry):
+			if attempt >= c.s.maxRetries {
+				c.s.observe(c.p.Operation, OutcomeFailed)
+				return nil, retry.err
+			}
+			attempt++
+			c.s.observe(c.p.Operation, OutcomeRetried)
+			continue
+		case err != nil || resp != nil:
+			return resp, err
+		}
+		// The key is held by another transaction.
+		if waitUntil.IsZero() || !c.await(ctx, waitUntil) {
+			return c.inProgress(int(math.Ceil(c.p.idleBound().Seconds()))), nil
+		}
+	}
 }
 
-// connect acquires the business connection (a no-op when the call holds it). Acquiring
-// follows ctx: a request whose client is gone claims nothing.
+// once is one attempt: the claim's flight, then, when the key is ours, the business and
+// the completion. A nil response and nil error: another transaction holds the key.
+func (c *call) once(ctx context.Context, fn Func) (*Response, error) {
+	cctx, endSpan := c.s.trace(ctx, SpanClaim, c.p.Operation)
+	state, resp, err := c.claim(cctx)
+	endSpan(claimSpan(state, resp, err))
+	switch {
+	case err != nil:
+		if retryable(err) {
+			return nil, errRetry{err}
+		}
+		return nil, err
+	case state == claimAnswered:
+		return resp, nil
+	case state == claimBusy:
+		return nil, nil
+	}
+	done := c.s.holding(c)
+	defer done()
+	return c.execute(ctx, state, fn)
+}
+
+// connect acquires the business connection (a no-op when the call holds it), within the
+// store's acquire timeout ([WithAcquireTimeout]) and ctx.
 func (c *call) connect(ctx context.Context) error {
 	if c.conn != nil {
 		return nil
 	}
-	conn, err := c.s.pool.Acquire(ctx)
+	actx, cancel := context.WithTimeout(ctx, c.s.acquireTimeout)
+	defer cancel()
+	conn, err := c.s.pool.Acquire(actx)
 	if err != nil {
 		return fmt.Errorf("idem: acquire a connection: %w", err)
 	}
@@ -160,11 +194,17 @@ func (s *Store) unkeyed(ctx context.Context, p *Policy, fn Func) (resp *Response
 }
 
 func (s *Store) plainTx(ctx, bg context.Context, p *Policy, fn Func) (*Response, error) {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: p.Isolation})
+	actx, cancel := context.WithTimeout(ctx, s.acquireTimeout+s.flightTimeout)
+	tx, err := s.pool.BeginTx(actx, pgx.TxOptions{IsoLevel: p.Isolation})
+	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("idem: begin: %w", err)
 	}
-	defer tx.Rollback(bg)
+	defer func() {
+		rctx, cancel := s.flightContext(bg)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+	}()
 	bctx, cancel := withTimeout(ctx, p.Timeout)
 	defer cancel()
 	resp, err := fn(bctx, txOnly{tx})
@@ -178,7 +218,9 @@ func (s *Store) plainTx(ctx, bg context.Context, p *Policy, fn Func) (*Response,
 	if !s.cacheable(resp.Status) {
 		return resp, nil // rolled back by the deferred Rollback
 	}
-	if err := tx.Commit(bg); err != nil {
+	cctx, cancel := s.flightContext(bg)
+	defer cancel()
+	if err := tx.Commit(cctx); err != nil {
 		return nil, fmt.Errorf("idem: commit: %w", err)
 	}
 	return resp, nil

@@ -2,9 +2,9 @@
 // implementation, on PostgreSQL, tested once.
 //
 // A call to [Store.Do] first refuses a [Policy] that breaks its rules (a set lease,
-// retention or timeout under 1ms or negative, a retention shorter than the lease: an error
-// wrapping [ErrInvalidPolicy], before any SQL; [NewPolicy] and [MustPolicy] check one when
-// it is built). Then, for a request carrying an idempotency key, it:
+// retention, timeout or wait under 1ms or negative, a retention shorter than the lease:
+// an error wrapping [ErrInvalidPolicy], before any SQL; [NewPolicy] and [MustPolicy] check
+// one when it is built). Then, for a request carrying an idempotency key, it:
 //
 //  1. validates the key before any SQL ([ParseKey]: 1–255 bytes of printable ASCII, the bare
 //     or the RFC 8941 sf-string form, one value only, never blank and never beginning or
@@ -13,24 +13,30 @@
 //     in lowercase, so one uuid in any case is one key); an invalid key is
 //     answered 400, and so is a missing key when the policy requires one; streamed bodies
 //     ([BufferMultipart], [BufferReader]) are read into memory, 413 past [WithMaxBodyBytes];
-//  2. claims (scope, key) with an autocommitted INSERT ... ON CONFLICT DO NOTHING of a
-//     "processing" row under a fresh fencing token, so a concurrent duplicate sees the row
-//     at once;
-//  3. when the key exists: past retention → takes it over as a fresh claim; another operation
-//     or another request fingerprint → 422; completed → replays the stored status, headers
-//     and byte-identical body with "Idempotent-Replayed: true"; processing with a live lease →
-//     409 with Retry-After (the lease's seconds left, 1 at least, at most the lease and the
-//     operation's timeout); processing past its lease → reclaims it under a new fencing
-//     token (exactly one contender wins: FOR UPDATE SKIP LOCKED);
-//  4. runs the business function in one transaction that first locks its own claim row
-//     (fenced by the token), bounded by the policy's timeout, then records the response and
-//     marks the key completed (again fenced), then commits. Business writes and the key's
-//     outcome commit together or not at all;
-//  5. on a business error or a non-cacheable response (5xx by default) rolls back and
-//     releases the claim so a retry runs at once; after a COMMIT whose outcome is unknown it
-//     does not release (the lease and reclaim settle it);
-//  6. retries the business transaction on serialization failures (40001) and deadlocks
-//     (40P01) a bounded number of times while it still owns the claim.
+//  2. fingerprints the request ([Fingerprint]);
+//  3. claims the key in the business transaction's first flight: BEGIN, then one statement
+//     that takes a non-blocking transaction-scoped advisory lock on (scope, key) and reads
+//     the key's row (LockKey). The row, when there is one that is not past retention,
+//     answers whoever holds the lock: another operation or another fingerprint → 422;
+//     completed → the stored status, headers and byte-identical body with
+//     "Idempotent-Replayed: true". No row (or one past retention) and the lock held by
+//     another transaction → 409 with Retry-After, or, with [Policy.Wait], a wait for the
+//     owner (see Waiting). The lock taken → the key is ours: a fresh claim, or a takeover
+//     of the row past retention;
+//  4. runs the business function in the same transaction, under the request's context,
+//     bounded by the policy's timeout;
+//  5. writes the key's row with the recorded response, born completed (CompleteKey, or
+//     CompleteKeyOver over an existing row), and COMMITs, in one flight. The primary key is
+//     the final guard: a unique violation means another writer completed the key (one that
+//     did not take the same lock); the transaction rolls back and the answer comes from
+//     that writer's row. Business writes and the key's outcome commit together or not at
+//     all, and commit at most once per key;
+//  6. on a business error or a non-cacheable response (5xx by default) rolls back: nothing
+//     of the request remains, not even a claim, and a retry runs at once. A COMMIT whose
+//     answer is lost is reported as an unknown outcome ([ErrCommitUnknown]; the generated
+//     handlers answer 503 saying a retry with the same key settles it), never as rolled back;
+//  7. retries the transaction, claim included, on serialization failures (40001) and
+//     deadlocks (40P01), a bounded number of times ([WithMaxRetries]).
 //
 // A request without a key, when the policy allows one, runs the business function in a
 // plain transaction under the same timeout, with no idempotency.
@@ -42,95 +48,143 @@
 // The response is recorded ([Store.Record]; [Record] with the default cap) up to the store's
 // cap on the body, [DefaultMaxResponseBytes] (1 MiB) unless [WithMaxResponseBytes] says
 // otherwise. Past it the recorder's Write fails with [ErrResponseTooLarge] and the call fails
-// closed: rolled back, released, answered 500; a partial body is never stored. Informational
+// closed: rolled back, answered 500; a partial body is never stored. Informational
 // statuses (1xx, e.g. 103 Early Hints) are not the response: the status and headers are
 // those of the final WriteHeader.
-//
-// The lease never cancels a live owner: holding the row lock of step 4 keeps a slow owner
-// from being reclaimed. The lease only bounds how long a claim whose owner is gone (a crash
-// between claim and lock, a release that failed) blocks retries.
 //
 // The table is in schema.sql at the module root (see [Migrate] and `idemgen schema`), the
 // statements in queries/idempotency_keys.sql.
 //
+// # One transaction per request
+//
+// The key lives in the same database and the same transaction as the business result, so
+// a rollback always takes the key with it. No row is ever committed 'processing': a
+// request in flight holds only a transaction-scoped lock, which the database drops when the
+// transaction ends, however it ends (commit, rollback, a killed backend, a crashed service,
+// a crashed database). A crash or kill -9 of the owner frees its key at once.
+//
+// # Lease: the bound on a silent owner
+//
+// An owner that goes silent inside its transaction (frozen, partitioned, blackholed: its
+// connection open, no statement running) would hold its key for as long as its
+// connection lives. The claim's flight sets idle_in_transaction_session_timeout to the
+// policy's idle bound, so the database cuts such an owner off (and rolls it back) once its
+// transaction has been idle that long. The idle bound is the lease, at least 1s; when the
+// policy has a Timeout and the lease is shorter than Timeout + 1s, it is Timeout + 1s,
+// because a live owner inside its timeout is never cut off (the time its business spends
+// between statements, e.g. in a payment provider's call, counts as idle). So a silent
+// owner blocks retries for at most max(lease, timeout + 1s). A business without a Timeout
+// that keeps its transaction idle for longer than the lease is cut off: its next
+// statement fails and nothing commits. Time spent running a statement is not idle: a
+// statement that waits on a lock is bounded by the business's own context (the timeout)
+// and by TCP timeouts ([ConfigureConnections]), not by the lease.
+//
+// In pgx's default query exec mode the bound is set on the connection's session, once per
+// connection and per change (its own implicit transaction, before BEGIN), so the steady
+// state costs no statement; the pool's other transactions on that connection get the same
+// bound. In the exec and simple_protocol modes (behind PgBouncer's transaction pooling,
+// where the session is not ours) every claim sets it with SET LOCAL, one statement more.
+// Never with set_config in a SELECT (on Citus that statement would run on the coordinator).
+//
+// # Deadlines
+//
+// Every round trip of the protocol has a deadline: the pool acquire ([WithAcquireTimeout],
+// default 5s), each of its own flights — the claim, the completion with COMMIT, a
+// rollback, a read after a lost completion ([WithFlightTimeout], default 10s) — whatever
+// the request's context. A flight past its deadline closes its connection (the database
+// rolls the transaction back and frees the key when it notices; at the latest the idle
+// bound cuts the transaction off). The business function runs under the request's context
+// and the policy's timeout. A request therefore ends within acquire + claim flight +
+// timeout + completion flight (5s + 10s + timeout + 10s with the defaults), retries after
+// 40001/40P01 aside. The completion runs under a context the client's going away cannot
+// cancel: the business ran, it must be recorded or rolled back, not left in between.
+//
+// # REPEATABLE READ and SERIALIZABLE
+//
+// The transaction's snapshot is taken by its first statement, the claim, before the lock
+// is granted: a row committed in between (a duplicate that completed just before we got
+// the lock) is invisible to it, and the business must never run under such a snapshot.
+// Under REPEATABLE READ (the policy's or the database's default, which the claim's
+// statement reports), a claim that found no row, or a row past retention, writes the key's
+// row as 'processing' before the business runs (ClaimKeyRow, INSERT ... ON CONFLICT DO
+// UPDATE ... WHERE takeable): a conflict with a row the snapshot cannot see fails with
+// 40001, and the retried transaction replays it. The completion then updates that row
+// (CompleteKeyOver). The price: one round trip and one row version more per fresh request.
+// Under SERIALIZABLE the claim's statement takes the lock only (LockKeyOnly) and
+// ClaimKeyRow finds the row: a read of the key's row through the primary key would take a
+// predicate lock on its index page, and the completions of concurrent requests on other
+// keys of that page would fail each other with 40001 (TestSerializableDifferentKeysDoNotConflict);
+// an INSERT's conflict check takes none. READ COMMITTED keeps the cheapest path: the
+// business's statements take fresh snapshots, and a winner that committed between the
+// claim's snapshot and its lock (a window of microseconds) is caught by the primary key at
+// completion: the loser's business writes roll back and it answers the winner's replay.
+//
+// # Waiting
+//
+// With [Policy.Wait] a duplicate does not answer 409 at once: it waits up to Wait for the
+// owner's transaction to end, then runs the claim again, which replays the owner's answer
+// (or, if the owner rolled back, runs the request itself). A duplicate whose owner runs in
+// the same process waits on a channel and holds no connection. Otherwise it waits in the
+// database (AwaitKey: a blocking lock under lock_timeout, in a READ COMMITTED transaction of
+// its own, rolled back), in one of a bounded number of waiter slots (a quarter of the
+// pool's connections), so that waiting duplicates never starve owners of connections;
+// duplicates beyond the slots poll every 50ms without a connection. Past the wait: 409
+// with Retry-After.
+//
 // # Flights
 //
 // The statements travel in flights: several written to the server at once and their
-// answers read back, one round trip (pgconn's pipeline mode). A sync point inside a flight
-// ends an implicit transaction: what precedes it commits, or fails, on its own. A fresh
-// request, at the database's default isolation, READ COMMITTED or REPEATABLE READ, without
-// a claim pool, is three round trips, as many as a bare handler's BEGIN; INSERT; COMMIT:
+// answers read back, one round trip (pgconn's pipeline mode). A fresh request at READ
+// COMMITTED is three round trips and two statements more than a bare handler's BEGIN;
+// INSERT; COMMIT:
 //
-//	flight 1   ClaimKey · sync · BEGIN · LockOwnKey · sync
+//	flight 1   BEGIN · LockKey · sync
 //	           the business function's statements, in the same transaction
 //	flight 2   CompleteKey · COMMIT · sync
 //
-// A duplicate (a replay, a 409, a 422) is two: flight 1, in which the claim inserts
-// nothing and the lock finds nothing, then ROLLBACK · GetKey · sync. A takeover or a
-// reclaim is flight 1 again with TakeOverExpired or ReclaimKey in the claim's place.
-// Only one commit per request waits for its WAL flush: the business COMMIT.
+// One commit per request, the business COMMIT. A replay, a 409 or a 422 is two round trips:
+// flight 1, then ROLLBACK. REPEATABLE READ and SERIALIZABLE add ClaimKeyRow, a round trip
+// of its own, before the business. A connection tracer that implements pgx.BatchTracer
+// sees each flight as a batch. In pgx's default query exec mode the flights' statements
+// are prepared once per connection; in the exec and simple_protocol modes they go as
+// unnamed statements with text parameters.
 //
-// Why each step is safe:
+// # Protocol v1 rows
 //
-//   - The claim has a sync of its own, so it commits before BEGIN runs: a duplicate sees
-//     the processing row at once and is answered 409 without waiting for the owner's
-//     business transaction. (In one batch with a single sync, BEGIN would pull the claim
-//     into the business transaction, and duplicates would wait on it.)
-//   - The claim's commit does not wait for its WAL flush: the statement sets
-//     synchronous_commit off for its own transaction only. It is visible to duplicates
-//     at once all the same. The business COMMIT, which does wait, flushes the WAL up to
-//     and including the claim (WAL is written in order; with synchronous replication it
-//     waits for the standbys the same way). So a claim lost in a crash or a failover
-//     belongs to a request that committed nothing, whose client got no 2xx: its retry
-//     claims afresh and executes once. A replay is only ever served from a completed row,
-//     and a completed row is written by a business transaction, which waited for its
-//     flush. Takeovers, reclaims and releases commit as usual (TestCrashAfterClaims
-//     crashes PostgreSQL after claims, flushed and not).
-//   - The lock names the claim's fencing token, so it can travel with the claim: the
-//     token is chosen by the client (random, 63 bits; it only has to differ from the
-//     row's earlier tokens), not by the database.
-//   - The completion raises an error when no row carries our token in status processing
-//     (SQLSTATE 22P02, "fence failed"). The error aborts the transaction, and the server
-//     skips the rest of the flight up to its sync: the COMMIT behind it. Business writes
-//     never commit under a lost claim; the call answers 409.
-//   - When flight 2's answer is lost (the connection dropped), the COMMIT may or may not
-//     have happened: the call fails with [ErrCommitUnknown] and keeps the claim, which the
-//     lease and a reclaim then settle (or a retry replays, if it committed).
+// Tables created by idemgen v1 may hold rows left 'processing' (v1 committed its claims).
+// Migration 00002 and [Migrate] give v1's lease columns defaults and drop v1's index of
+// unfinished claims. Such a row answers 409 while its lease lasts (a v1 owner may still
+// run during a rolling upgrade), and the next request with its key takes it over once the
+// lease ended; [Store.Purge] deletes it once past retention. No key stays stuck.
 //
-// The claim is sent apart, and the business transaction begins in a flight of its own
-// (BEGIN · LockOwnKey · sync, one more round trip), in two cases: with a claim pool
-// ([WithClaimPool]: the claim phase runs there, so duplicates never take a business
-// connection), and under SERIALIZABLE. Under SERIALIZABLE the lock and the completion find
-// the row by the ctid the claim returned (a TID scan) instead of the primary key: an index
-// scan takes a predicate lock on the index page, and a completion's new index entries on
-// that page would make concurrent requests on other keys fail each other with 40001. A
-// reclaim or takeover moves the row to a new ctid, so the ctid fences as well as the token.
+// # Observability
 //
-// In pgx's default query exec mode the flights' statements are prepared once per
-// connection; in the exec and simple_protocol modes (behind PgBouncer's transaction
-// pooling) they go as unnamed statements with text parameters. A connection tracer that
-// implements pgx.BatchTracer sees each flight as a batch.
+// [Store.HeldClaims] lists the claims held now (pg_locks and pg_stat_activity: every
+// replica's), and [Store.StaleClaims] counts those held longer than their lease (the
+// idem_stale_claims gauge of idem/idemprom). [Store.Key] reads one key's row for people.
+// Claims are two-key advisory locks ([LockID]: SHA-256 of a length-prefixed encoding of
+// scope and key, 64 bits), told apart in pg_locks from bigint advisory locks by objsubid 2.
 //
 // # Sharding by tenant
 //
-// Every statement on idempotency_keys names scope and key in its own outer WHERE (or its
-// VALUES), and none has a volatile function in an UPDATE's SET or WHERE: the token comes
-// from the client, times from now() and statement_timestamp(). Purge takes no row locks
-// across tenants. So with the table distributed by scope (Citus), and business tables
-// co-located with it, each statement of a request runs on one shard. (The SERIALIZABLE
-// path also names the row's ctid, which is only meaningful on the shard that holds the
-// row; on a sharded cluster prefer READ COMMITTED or REPEATABLE READ.)
+// Every statement on idempotency_keys names scope and key in its own WHERE, ON or VALUES.
+// The lock is taken in the statement that reads the key's row, so that with the table
+// distributed by scope (Citus) it runs on the node that holds the key's shard, whichever
+// node the request entered through: one lock per key across nodes. With business tables
+// co-located, each statement of a request runs on one shard and the transaction commits in
+// one phase. (Citus runs no distributed transaction at SERIALIZABLE; there, use READ
+// COMMITTED or REPEATABLE READ. The LEFT JOIN form of LockKey is router-planned when the
+// key's shard is known; check it on your Citus version.)
 //
 // # Tracing
 //
 // [WithTracer] reports each call's phases as spans ([Span]): idem.request, and under it
 // idem.claim, idem.business (the business function runs under its context, so the spans
-// it starts nest there; a retry after 40001/40P01 stays in the same span) with
-// idem.complete (the completion and COMMIT), and idem.replay or idem.reject for a replayed
-// or rejected answer ([Store.Reject], the generated handler's refusal of a request before
-// Do, has idem.request and idem.reject too). Each span carries the operation and its
-// [Outcome]; the key, the scope and the bodies are never handed to the tracer. When BEGIN
-// and the own-row lock travel in the claim's flight (see Flights), a pgx tracer shows
-// them under idem.claim. The package idem/idemotel adapts OpenTelemetry. Without a
-// tracer the hooks cost no allocation.
+// it starts nest there) with idem.complete (the completion and COMMIT), and idem.replay or
+// idem.reject for a replayed or rejected answer ([Store.Reject], the generated handler's
+// refusal of a request before Do, has idem.request and idem.reject too). Each span carries
+// the operation and its [Outcome]; the key, the scope and the bodies are never handed to
+// the tracer. BEGIN travels in the claim's flight, so a pgx tracer shows it under
+// idem.claim. The package idem/idemotel adapts OpenTelemetry. Without a tracer the hooks
+// cost no allocation.
 package idem

@@ -44,17 +44,18 @@ func TestResponseErrorHandlerLogsAndHidesTheError(t *testing.T) {
 func TestResponseErrorHandlerDetail(t *testing.T) {
 	for _, c := range []struct {
 		err          error
+		code         int
 		want, wantNo string
 	}{
-		{errBusiness, `"the request failed"`, "idempotency key"},
-		{&DoError{Err: errBusiness}, "it may be retried, with the same idempotency key if it had one", ""},
-		{&DoError{Err: fmt.Errorf("%w: connection reset", ErrCommitUnknown)}, "outcome is unknown", "rolled back"},
+		{errBusiness, 500, `"the request failed"`, "idempotency key"},
+		{&DoError{Err: errBusiness}, 500, "it may be retried, with the same idempotency key if it had one", ""},
+		{&DoError{Err: fmt.Errorf("%w: connection reset", ErrCommitUnknown)}, 503, "outcome is unknown", "rolled back"},
 	} {
 		w := httptest.NewRecorder()
 		NewResponseErrorHandler(func(*http.Request, error) {})(w, httptest.NewRequest("POST", "/x", nil), c.err)
 		body := w.Body.String()
-		if w.Code != 500 || !strings.Contains(body, c.want) || (c.wantNo != "" && strings.Contains(body, c.wantNo)) {
-			t.Errorf("%v: %d %s, want 500 with %q and without %q", c.err, w.Code, body, c.want, c.wantNo)
+		if w.Code != c.code || !strings.Contains(body, c.want) || (c.wantNo != "" && strings.Contains(body, c.wantNo)) {
+			t.Errorf("%v: %d %s, want %d with %q and without %q", c.err, w.Code, body, c.code, c.want, c.wantNo)
 		}
 	}
 }
@@ -69,5 +70,18 @@ func TestRequestErrorHandler(t *testing.T) {
 	RequestErrorHandler(w, httptest.NewRequest("POST", "/x", nil), errors.New("can't decode JSON body"))
 	if w.Code != http.StatusBadRequest || w.Header().Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("a bad request: %d %s", w.Code, w.Header().Get("Content-Type"))
+	}
+}
+
+// An unknown commit outcome is never answered "rolled back": 503, Retry-After, and a detail
+// that says a retry with the same key settles it.
+func TestResponseErrorHandlerUnknownCommit(t *testing.T) {
+	w := httptest.NewRecorder()
+	h := NewResponseErrorHandler(func(*http.Request, error) {})
+	h(w, httptest.NewRequest("POST", "/x", nil), fmt.Errorf("%w: %w", ErrCommitUnknown, errors.New("unexpected EOF")))
+	body := w.Body.String()
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" ||
+		strings.Contains(body, "rolled back") || !strings.Contains(body, "unknown") || !strings.Contains(body, "same idempotency key") {
+		t.Fatalf("answer %d Retry-After %q: %s", w.Code, w.Header().Get("Retry-After"), body)
 	}
 }

@@ -16,16 +16,15 @@ import (
 )
 
 // A store for a service: keys scoped by the authenticated account, outcomes counted in
-// Prometheus, claims on a small pool of their own.
+// Prometheus, connections that notice a dead network within seconds.
 func ExampleNewStore() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, os.Getenv("DATABASE_URL"))
+	cfg, err := pgxpool.ParseConfig(os.Getenv("DATABASE_URL"))
 	if err != nil {
 		log.Fatal(err)
 	}
-	claimCfg := pool.Config() // a copy
-	claimCfg.MaxConns = 4
-	claimPool, err := pgxpool.NewWithConfig(ctx, claimCfg)
+	idem.ConfigureConnections(cfg, idem.DefaultTCPUserTimeout)
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -44,8 +43,7 @@ func ExampleNewStore() {
 	outcomes := idemprom.NewOutcomes()
 	store := idem.NewStore(pool,
 		idem.WithScope(scope),
-		idem.WithObserver(outcomes.Observe),
-		idem.WithClaimPool(claimPool))
+		idem.WithObserver(outcomes.Observe))
 	prometheus.MustRegister(outcomes, idemprom.NewStoreCollector(store, time.Hour))
 }
 

@@ -28,14 +28,31 @@ func (s *Store) Purge(ctx context.Context, batchSize int) (int64, error) {
 	}
 }
 
-// StaleClaims counts processing rows past their lease: claims whose owner is gone and
-// that no retry has reclaimed yet. A gauge worth alerting on when it grows.
+// StaleClaims counts the claims held now for longer than their lease: transactions that
+// hold a key's lock (see [Store.HeldClaims]) and began longer ago than the store's stale
+// age ([WithStaleAfter]; default the longest lease of the policies it has run). Read from
+// the database's lock and activity views (pg_locks, pg_stat_activity), so it counts the
+// claims of every replica on the database. A live owner is never cut off within its
+// timeout, so a count above 0 that stays is a business running longer than its lease, or
+// a lease shorter than the operation's timeout; owners that went silent are cut off by the
+// database within the lease and leave the count on their own. A gauge worth alerting on.
 func (s *Store) StaleClaims(ctx context.Context) (int64, error) {
-	n, err := s.q.CountStaleProcessing(ctx)
+	n, err := s.q.CountStaleClaims(ctx, s.staleAge().Microseconds())
 	if err != nil {
 		return 0, fmt.Errorf("idem: count stale claims: %w", err)
 	}
 	return n, nil
+}
+
+// staleAge is the age past which a held claim is stale.
+func (s *Store) staleAge() time.Duration {
+	if s.staleAfter > 0 {
+		return s.staleAfter
+	}
+	if d := time.Duration(s.longestHold.Load()); d > 0 {
+		return d
+	}
+	return DefaultLease
 }
 
 // RepeatedPayload is one request payload seen under several keys.

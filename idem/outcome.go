@@ -14,18 +14,18 @@ const (
 	OutcomeMismatch   Outcome = "mismatch"    // 422: other payload or operation
 	OutcomeMissingKey Outcome = "missing_key" // 400: no key, and one is required
 	OutcomeInvalidKey Outcome = "invalid_key" // 400: key fails ParseKey
-	OutcomeLeaseLost  Outcome = "lease_lost"  // 409: our claim was reclaimed; business rolled back
-	OutcomeNotStored  Outcome = "not_stored"  // business ran, response not cacheable (5xx): rolled back, released
+	OutcomeLeaseLost  Outcome = "lease_lost"  // 409: our claim was reclaimed; business rolled back (stores with a committed claim, e.g. idemredis; never the PostgreSQL store)
+	OutcomeNotStored  Outcome = "not_stored"  // business ran, response not cacheable (5xx): rolled back
 	OutcomeUnkeyed    Outcome = "unkeyed"     // no key, not required: ran without idempotency
 	OutcomeRejected   Outcome = "rejected"    // a problem response made by ProblemResponse
 
 	// Events an Observer sees along the way.
-	OutcomeClaimed   Outcome = "claimed"    // new row inserted
-	OutcomeTakenOver Outcome = "taken_over" // row past retention claimed afresh
-	OutcomeReclaimed Outcome = "reclaimed"  // processing row past its lease claimed with a new fencing token
-	OutcomeReleased  Outcome = "released"   // claim deleted after a rollback
+	OutcomeClaimed   Outcome = "claimed"    // the key's lock taken, no row: the business runs
+	OutcomeTakenOver Outcome = "taken_over" // the key's lock taken over a row past retention (or a v1 claim past its lease): the business runs
+	OutcomeReclaimed Outcome = "reclaimed"  // a claim past its lease claimed with a new fencing token (stores with a committed claim; never the PostgreSQL store)
+	OutcomeReleased  Outcome = "released"   // a committed claim deleted after a rollback (stores with a committed claim; never the PostgreSQL store)
 	OutcomeRetried   Outcome = "retried"    // business transaction retried after 40001/40P01
-	OutcomeFailed    Outcome = "failed"     // business error; rolled back (and released unless the commit was ambiguous)
+	OutcomeFailed    Outcome = "failed"     // business or database error, or a commit of unknown outcome; rolled back unless the commit was ambiguous
 )
 
 // Observer is called for every outcome and event, with the operation id. It must be cheap

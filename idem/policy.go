@@ -58,6 +58,9 @@ func (p *Policy) check() error {
 	if err := p.checkDuration("Timeout", p.Timeout, 0); err != nil {
 		errs = append(errs, err)
 	}
+	if err := p.checkDuration("Wait", p.Wait, 0); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) == 0 && p.retention() < p.lease() {
 		errs = append(errs, p.invalid("Retention", "%s is shorter than the lease (%s): a completed answer must be replayable for at least as long as a claim can block retries",
 			p.retention(), p.lease()))
@@ -101,6 +104,12 @@ func (p *Policy) invalid(field, format string, args ...any) error {
 // mustNotBeNegative panics for a negative count given to an option (a programming error,
 // like a negative count to strings.Repeat): an option has no error to return, and a
 // silent default would hide the mistake.
+func mustBePositive(option string, d time.Duration) {
+	if d <= 0 {
+		panic(fmt.Sprintf("idem.%s(%s): want a positive duration", option, d))
+	}
+}
+
 func mustNotBeNegative(option string, n int64, zeroMeans string) {
 	if n < 0 {
 		panic(fmt.Sprintf("idem.%s(%d): negative (0 means %s)", option, n, zeroMeans))

@@ -18,7 +18,7 @@ const DefaultMaxResponseBytes int64 = 1 << 20
 // ErrResponseTooLarge is wrapped by the error of a recording whose body grew past the cap
 // ([DefaultMaxResponseBytes], or [WithMaxResponseBytes]): the recorder's Write returns it,
 // [Record] and [Store.Record] return it, and [Store.Do] fails the call with it. The call
-// fails closed: the business transaction is rolled back and the claim released, and the
+// fails closed: the business transaction is rolled back (the claim with it), and the
 // client gets a 500 ([ResponseErrorHandler]); a partial body is never stored.
 var ErrResponseTooLarge = errors.New("idem: response body over the recording cap")
 
@@ -42,7 +42,7 @@ func (s *Store) maxResponse() int64 {
 }
 
 // capResponse makes a response body over the store's cap an error of fn, so the call
-// fails closed (rolled back, released) whatever built the response.
+// fails closed (rolled back) whatever built the response.
 func (s *Store) capResponse(fn Func) Func {
 	return func(ctx context.Context, tx Tx) (*Response, error) {
 		resp, err := fn(ctx, tx)

@@ -67,8 +67,8 @@ func TestResponseOverCapFailsClosed(t *testing.T) {
 		if !errors.Is(err, ErrResponseTooLarge) {
 			t.Fatalf("%s: Do = %+v, %v; want ErrResponseTooLarge", pr.name, r, err)
 		}
-		if e.rows("") != 0 || e.keyRows() != 0 || e.count(OutcomeReleased) != i+1 {
-			t.Fatalf("%s: %d rows, %d keys, released %d; want 0, 0, %d", pr.name, e.rows(""), e.keyRows(), e.count(OutcomeReleased), i+1)
+		if e.rows("") != 0 || e.keyRows() != 0 || e.count(OutcomeFailed) != i+1 {
+			t.Fatalf("%s: %d rows, %d keys, failed %d; want 0, 0, %d", pr.name, e.rows(""), e.keyRows(), e.count(OutcomeFailed), i+1)
 		}
 	}
 	if !streamStopped.Load() {

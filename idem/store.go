@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,16 +36,33 @@ type Policy struct {
 	// KeyRequired: a request without a key is answered 400. When false, such a request runs
 	// the business function in a plain transaction, with no idempotency.
 	KeyRequired bool
-	// Lease is the longest a claim whose owner is gone blocks retries before one of them
-	// may reclaim it. It never cancels a live owner. Zero means [DefaultLease].
+	// Lease is the longest a claim whose owner went silent (crashed, partitioned,
+	// blackholed, frozen) blocks retries. A crashed or killed owner frees the key at once
+	// (its transaction rolls back); a silent one is cut off by the database once its
+	// transaction has been idle for the lease (idle_in_transaction_session_timeout). A live
+	// owner is never cut off within its Timeout: when Timeout is set and the lease is
+	// shorter than Timeout + 1s, the idle bound is Timeout + 1s instead (so a silent owner
+	// of such a policy blocks retries up to Timeout + 1s). Without a Timeout, a business
+	// function that keeps its transaction idle (no statement running) for longer than the
+	// lease is cut off: its next statement fails and nothing commits. The idle bound is
+	// never under 1s, whatever the lease (which still sets Retry-After and the stale-claim
+	// age). Zero means [DefaultLease].
 	Lease time.Duration
 	// Retention is how long a completed key is replayed (from its completion). Past it,
 	// the key is free for a new request. Zero means [DefaultRetention].
 	Retention time.Duration
 	// Timeout bounds the business function's run (its context is cancelled then, and the
-	// transaction rolled back and the claim released), with or without a key. Zero means no
-	// bound beyond the request's own context.
+	// transaction rolled back), with or without a key. Zero means no bound beyond the
+	// request's own context.
 	Timeout time.Duration
+	// Wait is how long a duplicate (a request whose key another transaction holds) waits
+	// for the owner's answer before it is answered 409: when the owner commits within the
+	// wait, the duplicate replays its answer; when it rolls back, the duplicate runs the
+	// request itself. Zero: no wait, 409 at once. Waiting duplicates hold no connection
+	// while their owner runs in this process; for an owner elsewhere at most a quarter of
+	// the pool's connections wait in the database (the other duplicates poll), so waiters
+	// never starve owners of connections.
+	Wait time.Duration
 	// Isolation is the business transaction's isolation level; "" is the database default.
 	Isolation pgx.TxIsoLevel
 	// KeySchema is what the spec declares about the key's value (length, pattern, uuid
@@ -59,6 +77,21 @@ func (p *Policy) lease() time.Duration {
 	return DefaultLease
 }
 
+// minIdleBound is the shortest idle bound of a transaction: a lease under a second would
+// cut off owners between two statements of their business.
+const minIdleBound = time.Second
+
+// idleBound is the idle_in_transaction_session_timeout of the policy's transactions: the
+// lease (at least minIdleBound), or Timeout + 1s when that is longer (a live owner is never
+// cut off within its timeout).
+func (p *Policy) idleBound() time.Duration {
+	d := max(p.lease(), minIdleBound)
+	if p.Timeout > 0 && p.Timeout+time.Second > d {
+		d = p.Timeout + time.Second
+	}
+	return d
+}
+
 func (p *Policy) retention() time.Duration {
 	if p.Retention > 0 {
 		return p.Retention
@@ -68,15 +101,11 @@ func (p *Policy) retention() time.Duration {
 
 // Store runs the protocol against one PostgreSQL pool. Safe for concurrent use.
 type Store struct {
-	// pool runs the business transactions and, in the same flights, the claims.
+	// pool runs the business transactions, each with its claim.
 	pool *pgxpool.Pool
 	wire wire // how flights talk to pool's connections
-	// q runs the autocommitted statements outside flights (release, maintenance): on the
-	// claim pool when there is one, else on pool.
+	// q runs the statements outside flights (maintenance, reads for people).
 	q *idemdb.Queries
-	// claimPool, set by WithClaimPool, runs the claim phase instead of the business
-	// connection's first flight.
-	claimPool *pgxpool.Pool
 
 	scope      ScopeFunc
 	observe    Observer
@@ -88,14 +117,64 @@ type Store struct {
 	// maxResponseBytes caps a recorded response body; 0 means DefaultMaxResponseBytes.
 	maxResponseBytes int64
 
-	// hookClaimed, when set (tests only), runs after a claim is won and before the
-	// business transaction begins: the window in which an owner can lose its lease. The
-	// claim then travels apart from BEGIN and the own-row lock, as with a claim pool.
-	hookClaimed func()
+	acquireTimeout time.Duration // WithAcquireTimeout
+	flightTimeout  time.Duration // WithFlightTimeout
+	// staleAfter, when set (WithStaleAfter), is the age past which a held claim counts as
+	// stale; else the longest idle bound of the policies this store ran (longestHold).
+	staleAfter  time.Duration
+	longestHold atomic.Int64 // nanoseconds
+
+	// owners are the keys this process's calls hold now, for duplicates that wait
+	// (Policy.Wait); waiters bounds the duplicates that wait in the database.
+	owners  ownerMap
+	waiters chan struct{}
 }
 
 // Option configures a Store.
 type Option func(*Store)
+
+// Defaults of the store's deadlines.
+const (
+	// DefaultAcquireTimeout bounds the wait for a pool connection ([WithAcquireTimeout]).
+	DefaultAcquireTimeout = 5 * time.Second
+	// DefaultFlightTimeout bounds each of the protocol's own round trips: the claim, the
+	// completion with COMMIT, a rollback ([WithFlightTimeout]).
+	DefaultFlightTimeout = 10 * time.Second
+)
+
+// WithAcquireTimeout bounds how long a request waits for a connection of the pool (a
+// pool whose connections are all held, or whose database is unreachable, fails the
+// request then instead of holding it). Default [DefaultAcquireTimeout]; it panics when d
+// is not positive.
+func WithAcquireTimeout(d time.Duration) Option {
+	mustBePositive("WithAcquireTimeout", d)
+	return func(s *Store) { s.acquireTimeout = d }
+}
+
+// WithFlightTimeout bounds each round trip of the protocol itself (the claim's flight, the
+// completion's flight with COMMIT, a rollback, a read after a lost completion), whatever
+// the request's context. A flight past it closes its connection: the database rolls the
+// transaction back, and a completion flight so cut is answered as an unknown commit
+// outcome ([ErrCommitUnknown]). Default [DefaultFlightTimeout]; it panics when d is not
+// positive.
+func WithFlightTimeout(d time.Duration) Option {
+	mustBePositive("WithFlightTimeout", d)
+	return func(s *Store) { s.flightTimeout = d }
+}
+
+// WithStaleAfter sets the age past which [Store.StaleClaims] and [Store.HeldClaims] count
+// a held claim as stale (held past its lease). Default: the longest lease (or, when a
+// policy's timeout is longer, timeout + 1s: see [Policy.Lease]) of the policies this store
+// has run, else [DefaultLease]. It panics when d is not positive.
+func WithStaleAfter(d time.Duration) Option {
+	mustBePositive("WithStaleAfter", d)
+	return func(s *Store) { s.staleAfter = d }
+}
+
+// flightContext bounds one of the protocol's flights by the store's flight timeout.
+func (s *Store) flightContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.flightTimeout)
+}
 
 // WithScope sets the scope function; without one every key is in scope "".
 func WithScope(f ScopeFunc) Option { return func(s *Store) { s.scope = f } }
@@ -104,22 +183,8 @@ func WithScope(f ScopeFunc) Option { return func(s *Store) { s.scope = f } }
 func WithObserver(o Observer) Option { return func(s *Store) { s.observe = o } }
 
 // WithCacheable decides which response statuses are stored and replayed. Others roll the
-// business transaction back and release the key. Default: status < 500.
+// business transaction back (the key with it). Default: status < 500.
 func WithCacheable(f func(status int) bool) Option { return func(s *Store) { s.cacheable = f } }
-
-// WithClaimPool runs the claim phase (claim, read, takeover, reclaim) and the protocol's
-// other autocommitted statements (release, and the Purge/StaleClaims/RepeatedPayloads
-// maintenance queries) on their own pool, so that duplicates are answered 409 or replayed
-// at once even while every connection of the business pool is held by business
-// transactions (a slow payment provider, a retry storm, a hot row lock). A few
-// connections are enough: each statement is one short round trip.
-//
-// The price: without a claim pool a fresh request's claim, BEGIN and own-row lock travel
-// in one flight on the business connection; with one, the claim is a round trip of its
-// own (see the package documentation, "Flights"). Default: no claim pool.
-func WithClaimPool(pool *pgxpool.Pool) Option {
-	return func(s *Store) { s.q, s.claimPool = idemdb.New(pool), pool }
-}
 
 // WithMaxRetries bounds the re-runs of a business transaction after a serialization
 // failure (40001) or deadlock (40P01). Default [DefaultMaxRetries]; 0 disables them. It
@@ -141,15 +206,22 @@ func NewStore(pool *pgxpool.Pool, opts ...Option) *Store {
 		maxRetries: DefaultMaxRetries,
 		render:     renderProblemJSON,
 		maxBody:    DefaultMaxBodyBytes,
+
+		acquireTimeout: DefaultAcquireTimeout,
+		flightTimeout:  DefaultFlightTimeout,
 	}
 	for _, o := range opts {
 		o(s)
 	}
+	s.waiters = make(chan struct{}, max(1, pool.Config().MaxConns/4))
 	return s
 }
 
 // Migrate applies schema.sql (idempotent; serialised by an advisory lock, so replicas may
-// call it at once on start).
+// call it at once on start). On a table made by idemgen v1 it does what migration 00002
+// does: v1's lease columns get defaults, v1's index of unfinished claims is dropped (the
+// rows v1 left 'processing' are taken over by the next request with their key once their
+// lease ended, or purged past retention); a re-run changes nothing and takes no table lock.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	tx, err := pool.Begin(ctx)
 	if err != nil {

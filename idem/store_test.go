@@ -7,11 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-
-	"github.com/idemgen/idemgen/internal/pgtest"
 )
 
 // Under SERIALIZABLE, the protocol's own statements in the business transaction (lock own
@@ -76,41 +73,5 @@ func TestScopeProblem(t *testing.T) {
 	}
 	if e.keyRows() != 0 || e.rows("") != 0 {
 		t.Fatal("a rejected scope changed state")
-	}
-}
-
-// With a claim pool, a duplicate is answered while every business connection is held: the
-// business pool has one connection, held by the owner's transaction.
-func TestClaimPoolAnswersWhileBusinessPoolIsFull(t *testing.T) {
-	url := pgtest.NewDB(t)
-	business, claims := pgtest.PoolWithMax(t, url, 1), pgtest.PoolWithMax(t, url, 2)
-	ctx := context.Background()
-	if err := Migrate(ctx, claims); err != nil {
-		t.Fatal(err)
-	}
-	store := NewStore(business, WithClaimPool(claims))
-	p := policy("createThing")
-	inside, finish := make(chan struct{}), make(chan struct{})
-	done := make(chan *Response)
-	go func() {
-		r, _ := store.Do(ctx, p, ptr("k"), nil, func(ctx context.Context, tx Tx) (*Response, error) {
-			close(inside)
-			<-finish
-			return &Response{Status: http.StatusCreated, Body: []byte("{}")}, nil
-		})
-		done <- r
-	}()
-	<-inside
-	bounded, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	r, err := store.Do(bounded, p, ptr("k"), nil, func(context.Context, Tx) (*Response, error) {
-		return nil, errors.New("a duplicate must not run")
-	})
-	close(finish)
-	if err != nil || r.Status != http.StatusConflict {
-		t.Fatalf("duplicate while the business pool is full: %+v, %v; want 409", r, err)
-	}
-	if owner := <-done; owner == nil || owner.Outcome != OutcomeCompleted {
-		t.Fatalf("owner: %+v", owner)
 	}
 }

@@ -50,8 +50,8 @@ func TestTimeoutCancelsBusiness(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Do = %+v, %v; want the context's deadline (the 50ms timeout was not applied)", r, err)
 	}
-	if e.rows("") != 0 || e.keyRows() != 0 || e.count(OutcomeReleased) != 1 {
-		t.Fatalf("after the timeout: %d rows, %d keys, released %d; want 0, 0, 1", e.rows(""), e.keyRows(), e.count(OutcomeReleased))
+	if e.rows("") != 0 || e.keyRows() != 0 || e.count(OutcomeFailed) != 1 {
+		t.Fatalf("after the timeout: %d rows, %d keys, failed %d; want 0, 0, 1", e.rows(""), e.keyRows(), e.count(OutcomeFailed))
 	}
 	if r := e.do(p, "k", "x", insertOne("x")); r.Outcome != OutcomeCompleted {
 		t.Fatalf("retry: %s, want completed", r.Outcome)

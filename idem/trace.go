@@ -9,10 +9,11 @@ import (
 // span names (idem/idemotel uses them as they are).
 //
 //	idem.request            one call of Store.Do (or of Store.Reject), parent of the others
-//	├─ idem.claim           claim, takeover or reclaim, or the read that decides the answer
-//	├─ idem.business        the business transaction: own-row lock, the business function
-//	│  │                    (which runs under this span's context), retries, completion
-//	│  └─ idem.complete     the fenced completion and COMMIT (one flight)
+//	├─ idem.claim           BEGIN and the key's lock with its row (one flight): the claim, or
+//	│                       the read that decides the answer (one per attempt)
+//	├─ idem.business        the business function (which runs under this span's context)
+//	│  │                    and the completion, in the claim's transaction
+//	│  └─ idem.complete     the key's row born completed and COMMIT (one flight)
 //	├─ idem.replay          a stored response replayed (ends as it starts)
 //	└─ idem.reject          a 400/409/413/422 (or a ScopeFunc's problem) answered (ends as it starts)
 //
@@ -31,9 +32,10 @@ const (
 
 // SpanResult is what a span's phase came to.
 type SpanResult struct {
-	// Outcome is the phase's outcome: for idem.claim claimed, taken_over or reclaimed (the
-	// call holds the claim), or the answer it decided (replayed, in_progress, mismatch);
-	// for idem.business and idem.complete completed, not_stored or lease_lost; for
+	// Outcome is the phase's outcome: for idem.claim claimed or taken_over (the call holds
+	// the claim), or the answer it decided (replayed, in_progress, mismatch); for
+	// idem.business and idem.complete completed, not_stored, or the answer from another
+	// writer's row (replayed, mismatch); for
 	// idem.request, idem.replay and idem.reject the call's [Response.Outcome]. A phase
 	// that ends in an error has [OutcomeFailed] (or [OutcomeRetried] for an
 	// idem.complete hitting a serialization failure or deadlock that the business
@@ -113,9 +115,16 @@ func answered(resp *Response, err error) SpanResult {
 
 // claimed is the idem.claim result of call.claim's results: how the claim was won, or
 // the answer.
-func claimed(how Outcome, resp *Response, err error) SpanResult {
-	if how != "" {
-		return SpanResult{Outcome: how}
+func claimSpan(state claimState, resp *Response, err error) SpanResult {
+	if err == nil {
+		switch state {
+		case claimFresh:
+			return SpanResult{Outcome: OutcomeClaimed}
+		case claimTakeover:
+			return SpanResult{Outcome: OutcomeTakenOver}
+		case claimBusy:
+			return SpanResult{Outcome: OutcomeInProgress}
+		}
 	}
 	r := answered(resp, err)
 	r.Status = 0

@@ -14,7 +14,7 @@ func TestNoTracerAllocatesNothing(t *testing.T) {
 		ctx, endRequest := s.traceRequest(ctx, p)
 		defer func() { endRequest(resp, err) }()
 		cctx, endClaim := s.trace(ctx, SpanClaim, p.Operation)
-		endClaim(claimed(OutcomeClaimed, nil, nil))
+		endClaim(claimSpan(claimFresh, nil, nil))
 		_ = cctx
 		ctx, endBusiness := s.trace(ctx, SpanBusiness, p.Operation)
 		defer func() { endBusiness(finished(resp, false, err)) }()

@@ -267,3 +267,21 @@ func splitGoose(t *testing.T, file string) (up, down string) {
 	clean := func(s string) string { return strings.TrimSpace(comment.ReplaceAllString(s, "")) }
 	return clean(upPart), clean(downPart)
 }
+
+// A table made by v1 (migration 00001 alone) and upgraded by schema.sql, as idem.Migrate
+// does on start, ends as schema.sql makes a new one, and the upgrade is re-runnable.
+func TestSchemaUpgradesAV1Table(t *testing.T) {
+	want := want(t)
+	pool := pgtest.Pool(t, pgtest.NewDB(t))
+	up, _ := splitGoose(t, "goose/00001_idempotency_keys.sql")
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, up, pgx.QueryExecModeSimpleProtocol); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if _, err := pool.Exec(ctx, idemgen.Schema, pgx.QueryExecModeSimpleProtocol); err != nil {
+			t.Fatalf("schema.sql on a v1 table: %v", err)
+		}
+	}
+	same(t, "00001 then schema.sql", want, catalog(t, pool))
+}

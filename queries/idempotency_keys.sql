@@ -1,152 +1,150 @@
--- Queries of the idem protocol (see idem/doc.go for the flights they travel in).
+-- Queries of the idem protocol v2 (see idem/doc.go for the flights they travel in).
 -- Durations are passed as bigint microseconds; every time comes from the database clock.
--- Every statement on idempotency_keys names scope and key in its own outer WHERE (or
--- VALUES), and none has a volatile function in an UPDATE's SET or WHERE: the fencing
--- token comes from the client, times from now() / statement_timestamp(). So each runs on
--- one shard when the table is distributed by scope (Citus).
+-- Every statement on idempotency_keys names scope and key in its own WHERE, ON or VALUES,
+-- so each runs on one shard when the table is distributed by scope (Citus); none calls
+-- set_config.
 
--- Step 3: autocommitted insert of a processing row under our fencing token. 0 rows: the
--- key exists. DO NOTHING (not DO UPDATE ... WHERE) so a duplicate never waits on the
--- owner's row lock. The claim's own commit does not wait for its WAL flush
--- (synchronous_commit is off for this one transaction): the business COMMIT, which waits,
--- flushes it; a claim lost in a crash belongs to a request that committed nothing.
--- row_id (the row's ctid) addresses the row under SERIALIZABLE (see LockOwnKeyAt).
--- name: ClaimKey :one
-INSERT INTO idempotency_keys (scope, key, operation, fingerprint, status, lease_token, leased_until, expires_at)
-SELECT sqlc.arg(scope)::text, sqlc.arg(key)::text, sqlc.arg(operation)::text, sqlc.arg(fingerprint)::bytea,
-       'processing', sqlc.arg(lease_token)::bigint,
-       now() + sqlc.arg(lease_us)::bigint * interval '1 microsecond',
-       now() + sqlc.arg(retention_us)::bigint * interval '1 microsecond'
-FROM (SELECT set_config('synchronous_commit', 'off', true)) AS claim_commit_without_wal_flush
-ON CONFLICT (scope, key) DO NOTHING
-RETURNING ctid::text AS row_id;
+-- Step 3, first flight, right after BEGIN: the claim and the key's row in one statement.
+-- locked is the transaction-scoped advisory lock on (scope, key) (lock_hi, lock_lo: the 64
+-- bits of the hash of an unambiguous encoding of scope and key, as two int4 so that the
+-- lock is told apart from bigint advisory locks in pg_locks); false: another transaction
+-- holds the key. The subquery holding the lock is not flattened (the function is
+-- volatile): the lock is tried exactly once. isolation is the transaction's level (the
+-- database default when BEGIN names none). The row's columns are NULL when there is none;
+-- takeable: past retention (a completed row), or a v1 claim row whose lease ended.
+-- name: LockKey :one
+SELECT l.locked,
+       l.isolation,
+       k.operation,
+       k.fingerprint,
+       k.status,
+       k.response_status,
+       k.response_headers,
+       k.response_body,
+       coalesce(k.expires_at <= now() AND k.status = 'completed'
+                OR k.status = 'processing' AND k.leased_until <= now(), false)::boolean AS takeable,
+       coalesce(greatest(0, extract(epoch FROM k.leased_until - now())), 0)::float8 AS lease_remaining_seconds
+FROM (SELECT pg_try_advisory_xact_lock(sqlc.arg(lock_hi)::int, sqlc.arg(lock_lo)::int) AS locked,
+             current_setting('transaction_isolation') AS isolation) AS l
+LEFT JOIN idempotency_keys AS k ON k.scope = sqlc.arg(scope)::text AND k.key = sqlc.arg(key)::text;
 
--- Step 4: read the existing row, with its expiry and lease judged by the database clock.
--- A processing row past retention is expired only once its lease ended too (as in
--- PurgeExpired): a live lease is answered 409, whatever the retention.
+-- Step 3 under SERIALIZABLE: the lock alone. Reading the key's row through the primary key
+-- would take a predicate lock on its index page, and the completions of requests on other
+-- keys of that page would then fail each other with 40001; ClaimKeyRow (whose conflict check
+-- takes no predicate lock) finds the row instead. (Citus runs no distributed transaction at
+-- SERIALIZABLE: there, every request uses LockKey.)
+-- name: LockKeyOnly :one
+SELECT pg_try_advisory_xact_lock(sqlc.arg(lock_hi)::int, sqlc.arg(lock_lo)::int) AS locked,
+       current_setting('transaction_isolation') AS isolation;
+
+-- Waiting duplicate (Policy.Wait): blocks until the key's owner ends its transaction, for at
+-- most the transaction's lock_timeout, then reads the row as LockKey does. Sent in a READ
+-- COMMITTED transaction of its own, after `SET LOCAL lock_timeout`, so the read's snapshot
+-- is taken after the lock is granted.
+-- name: AwaitKey :one
+SELECT k.operation,
+       k.fingerprint,
+       k.status,
+       k.response_status,
+       k.response_headers,
+       k.response_body,
+       coalesce(k.expires_at <= now() AND k.status = 'completed'
+                OR k.status = 'processing' AND k.leased_until <= now(), false)::boolean AS takeable
+FROM (SELECT pg_advisory_xact_lock(sqlc.arg(lock_hi)::int, sqlc.arg(lock_lo)::int) AS waited) AS l
+LEFT JOIN idempotency_keys AS k ON k.scope = sqlc.arg(scope)::text AND k.key = sqlc.arg(key)::text;
+
+-- The key's row as committed now (read after a unique violation at completion: another
+-- writer won; and by Store.Key).
 -- name: GetKey :one
 SELECT operation,
        fingerprint,
        status,
-       lease_token,
        response_status,
        response_headers,
        response_body,
-       (expires_at <= now() AND (status = 'completed' OR leased_until <= now()))::boolean AS expired,
-       (leased_until <= now())::boolean AS lease_expired,
-       greatest(0, extract(epoch FROM leased_until - now()))::float8 AS lease_remaining_seconds
+       (expires_at <= now() AND status = 'completed'
+        OR status = 'processing' AND leased_until <= now())::boolean AS takeable,
+       coalesce(greatest(0, extract(epoch FROM leased_until - now())), 0)::float8 AS lease_remaining_seconds
 FROM idempotency_keys
 WHERE scope = sqlc.arg(scope) AND key = sqlc.arg(key);
 
--- Step 4, expired row (past retention): becomes a fresh claim for this request, under our
--- fencing token. SKIP LOCKED: a row some transaction holds is not ours to take. No row:
--- someone else took it or holds it.
--- name: TakeOverExpired :one
-UPDATE idempotency_keys AS k
-SET operation        = sqlc.arg(operation),
-    fingerprint      = sqlc.arg(fingerprint),
-    status           = 'processing',
-    lease_token      = sqlc.arg(lease_token),
-    leased_until     = now() + sqlc.arg(lease_us)::bigint * interval '1 microsecond',
-    response_status  = NULL,
-    response_headers = NULL,
-    response_body    = NULL,
-    created_at       = now(),
-    completed_at     = NULL,
-    expires_at       = now() + sqlc.arg(retention_us)::bigint * interval '1 microsecond'
-WHERE k.scope = sqlc.arg(scope) AND k.key = sqlc.arg(key)
-  AND (k.scope, k.key) IN (
-    SELECT e.scope, e.key FROM idempotency_keys AS e
-    WHERE e.scope = sqlc.arg(scope) AND e.key = sqlc.arg(key) AND e.expires_at <= now()
-      AND (e.status = 'completed' OR e.leased_until <= now())
-    FOR UPDATE SKIP LOCKED
-)
-RETURNING k.ctid::text AS row_id;
-
--- Step 4, processing row past its lease: our fencing token replaces the old one. The row
--- lock held by a live owner's business transaction makes SKIP LOCKED pass it over; no row
--- = we lost.
--- name: ReclaimKey :one
-UPDATE idempotency_keys AS k
-SET lease_token  = sqlc.arg(lease_token),
-    leased_until = now() + sqlc.arg(lease_us)::bigint * interval '1 microsecond'
-WHERE k.scope = sqlc.arg(scope) AND k.key = sqlc.arg(key)
-  AND (k.scope, k.key) IN (
-    SELECT r.scope, r.key FROM idempotency_keys AS r
-    WHERE r.scope = sqlc.arg(scope) AND r.key = sqlc.arg(key)
-      AND r.operation = sqlc.arg(operation) AND r.fingerprint = sqlc.arg(fingerprint)
-      AND r.status = 'processing' AND r.leased_until <= now()
-    FOR UPDATE SKIP LOCKED
-)
-RETURNING k.ctid::text AS row_id;
-
--- Step 5, first statement of the business transaction: lock our own claim, fenced by our
--- token. No row: another request's token is on the row (our claim was reclaimed or the
--- key was never ours).
--- name: LockOwnKey :one
-SELECT lease_token
+-- The key's row for people (Store.Key, `idemgen keys show`): its state, times and the size
+-- of its recorded answer, not the answer itself.
+-- name: DescribeKey :one
+SELECT operation,
+       fingerprint,
+       status,
+       response_status,
+       response_headers,
+       coalesce(octet_length(response_body), 0)::bigint AS body_bytes,
+       created_at,
+       completed_at,
+       expires_at,
+       leased_until,
+       (expires_at <= now())::boolean AS expired
 FROM idempotency_keys
-WHERE scope = sqlc.arg(scope) AND key = sqlc.arg(key) AND lease_token = sqlc.arg(lease_token) AND status = 'processing'
-FOR UPDATE;
+WHERE scope = sqlc.arg(scope) AND key = sqlc.arg(key);
 
--- LockOwnKey for SERIALIZABLE business transactions: the row is found by the ctid the
--- claim returned (a TID scan), not through the primary key. An index scan would take a
--- predicate lock on the index page, and the completion's new index entries on that page
--- would make concurrent requests on other keys fail each other with 40001. Any later
--- write to the row (a reclaim, a takeover) moves it: the ctid fences too, with the token.
--- name: LockOwnKeyAt :one
-SELECT lease_token
-FROM idempotency_keys
-WHERE ctid = sqlc.arg(row_id)::text::tid
-  AND scope = sqlc.arg(scope) AND key = sqlc.arg(key) AND lease_token = sqlc.arg(lease_token) AND status = 'processing'
-FOR UPDATE;
+-- Step 5, fresh key: the key's row born completed, sent with COMMIT in one flight. A unique
+-- violation (23505) means another writer won (one that did not take our lock): the error
+-- aborts the transaction, so the COMMIT queued behind it cannot commit the business writes.
+-- name: CompleteKey :exec
+INSERT INTO idempotency_keys (scope, key, operation, fingerprint, status,
+                              response_status, response_headers, response_body,
+                              created_at, completed_at, expires_at)
+VALUES (sqlc.arg(scope), sqlc.arg(key), sqlc.arg(operation), sqlc.arg(fingerprint), 'completed',
+        sqlc.arg(response_status), sqlc.arg(response_headers), sqlc.arg(response_body),
+        statement_timestamp(), statement_timestamp(),
+        statement_timestamp() + sqlc.arg(retention_us)::bigint * interval '1 microsecond');
 
--- Step 5, last statement before COMMIT, in the same flight: record the response, fenced by
--- our token. When the fence fails (no row updated) the statement raises (22P02, "fence
--- failed"): the error aborts the transaction, so the COMMIT queued behind it cannot commit
--- business writes under a lost claim.
--- name: CompleteKey :one
-WITH completed AS (
-    UPDATE idempotency_keys
-    SET status           = 'completed',
-        response_status  = sqlc.arg(response_status),
-        response_headers = sqlc.arg(response_headers),
-        response_body    = sqlc.arg(response_body),
-        completed_at     = statement_timestamp(),
-        expires_at       = statement_timestamp() + sqlc.arg(retention_us)::bigint * interval '1 microsecond'
-    WHERE scope = sqlc.arg(scope) AND key = sqlc.arg(key) AND lease_token = sqlc.arg(lease_token) AND status = 'processing'
+-- Under REPEATABLE READ and SERIALIZABLE, before the business runs: the key's row as
+-- 'processing', inside the transaction (never committed so: CompleteKeyOver turns it
+-- completed). The snapshot predates the lock, so a row committed in between is invisible to
+-- LockKey; this statement surfaces it: a conflict with a row our snapshot cannot see fails
+-- with 40001 (the transaction is retried and replays it), a visible one that is not
+-- takeable updates nothing (0 rows: retried likewise).
+-- name: ClaimKeyRow :execrows
+INSERT INTO idempotency_keys AS k (scope, key, operation, fingerprint, status, expires_at)
+VALUES (sqlc.arg(scope), sqlc.arg(key), sqlc.arg(operation), sqlc.arg(fingerprint), 'processing',
+        now() + sqlc.arg(retention_us)::bigint * interval '1 microsecond')
+ON CONFLICT (scope, key) DO UPDATE
+SET operation = excluded.operation, fingerprint = excluded.fingerprint, status = 'processing',
+    lease_token = 0, leased_until = now(), response_status = NULL, response_headers = NULL,
+    response_body = NULL, created_at = now(), completed_at = NULL, expires_at = excluded.expires_at
+WHERE k.expires_at <= now() AND k.status = 'completed'
+   OR k.status = 'processing' AND k.leased_until <= now();
+
+-- Step 5 over an existing row: a takeover (past retention, or a v1 claim past its lease) or
+-- our own ClaimKeyRow row ('processing' with a lease that ended when it was written: only
+-- ever visible to the transaction that wrote it). No row written: another writer completed the key meanwhile; the statement
+-- then raises (22P02, "taken by another writer"), which aborts the transaction and the
+-- COMMIT behind it.
+-- name: CompleteKeyOver :one
+WITH done AS (
+    INSERT INTO idempotency_keys AS k (scope, key, operation, fingerprint, status,
+                                       response_status, response_headers, response_body,
+                                       created_at, completed_at, expires_at)
+    VALUES (sqlc.arg(scope), sqlc.arg(key), sqlc.arg(operation), sqlc.arg(fingerprint), 'completed',
+            sqlc.arg(response_status), sqlc.arg(response_headers), sqlc.arg(response_body),
+            statement_timestamp(), statement_timestamp(),
+            statement_timestamp() + sqlc.arg(retention_us)::bigint * interval '1 microsecond')
+    ON CONFLICT (scope, key) DO UPDATE
+    SET operation = excluded.operation, fingerprint = excluded.fingerprint, status = 'completed',
+        lease_token = 0, leased_until = excluded.completed_at, response_status = excluded.response_status,
+        response_headers = excluded.response_headers, response_body = excluded.response_body,
+        created_at = excluded.created_at, completed_at = excluded.completed_at,
+        expires_at = excluded.expires_at
+    WHERE k.status = 'processing' AND k.leased_until <= now()
+       OR k.status = 'completed' AND k.expires_at <= now()
     RETURNING 1
 )
-SELECT (CASE WHEN count(*) = 1 THEN '1' ELSE 'idempotency key fence failed: the claim is no longer ours' END)::int AS completed
-FROM completed;
+SELECT (CASE WHEN count(*) = 1 THEN '1' ELSE 'idempotency key taken by another writer' END)::int AS completed
+FROM done;
 
--- CompleteKey for SERIALIZABLE business transactions, by ctid as LockOwnKeyAt (the row
--- lock does not move the row).
--- name: CompleteKeyAt :one
-WITH completed AS (
-    UPDATE idempotency_keys
-    SET status           = 'completed',
-        response_status  = sqlc.arg(response_status),
-        response_headers = sqlc.arg(response_headers),
-        response_body    = sqlc.arg(response_body),
-        completed_at     = statement_timestamp(),
-        expires_at       = statement_timestamp() + sqlc.arg(retention_us)::bigint * interval '1 microsecond'
-    WHERE ctid = sqlc.arg(row_id)::text::tid
-      AND scope = sqlc.arg(scope) AND key = sqlc.arg(key) AND lease_token = sqlc.arg(lease_token) AND status = 'processing'
-    RETURNING 1
-)
-SELECT (CASE WHEN count(*) = 1 THEN '1' ELSE 'idempotency key fence failed: the claim is no longer ours' END)::int AS completed
-FROM completed;
-
--- Step 6: give the key back after a rollback so a retry runs at once.
--- name: ReleaseKey :execrows
-DELETE FROM idempotency_keys
-WHERE scope = sqlc.arg(scope) AND key = sqlc.arg(key) AND lease_token = sqlc.arg(lease_token) AND status = 'processing';
-
--- Deletes at most batch_size rows past retention (completed, or processing past their
--- lease). Call in a loop until it returns 0. No row locks are taken up front (no FOR
--- UPDATE across tenants): the outer WHERE re-checks each row, so a row taken over or
--- completed meanwhile is kept.
+-- Deletes at most batch_size rows past retention (completed, or v1 claims past their lease
+-- too). Call in a loop until it returns 0. No row locks are taken up front (no FOR UPDATE
+-- across tenants): the outer WHERE re-checks each row, so a row taken over meanwhile is
+-- kept.
 -- name: PurgeExpired :execrows
 DELETE FROM idempotency_keys AS k
 WHERE (k.scope, k.key) IN (
@@ -158,12 +156,35 @@ WHERE (k.scope, k.key) IN (
   AND k.expires_at <= now()
   AND (k.status = 'completed' OR k.leased_until <= now());
 
--- Processing rows past their lease: claims whose owner is gone and no retry came yet.
--- completed_at IS NULL (true of every processing row) selects the partial index.
--- name: CountStaleProcessing :one
+-- Claims held now: the transaction-scoped two-key advisory locks granted in this database
+-- (idem's claims, unless the application takes two-key advisory locks of its own), with
+-- their holder's transaction, oldest first. held_us: how long the holder's transaction has
+-- run; idle_us: how long it has waited for its client (idle in transaction), 0 while a
+-- statement runs.
+-- name: HeldClaims :many
+SELECT l.pid::int AS pid,
+       ((l.classid::bigint << 32) | l.objid::bigint)::bigint AS lock_id,
+       coalesce(a.state, '')::text AS state,
+       coalesce(a.application_name, '')::text AS application_name,
+       coalesce(host(a.client_addr), '')::text AS client_addr,
+       a.xact_start::timestamptz AS xact_start,
+       (extract(epoch FROM now() - a.xact_start) * 1000000)::bigint AS held_us,
+       (CASE WHEN a.state LIKE 'idle in transaction%'
+             THEN extract(epoch FROM now() - a.state_change) * 1000000 ELSE 0 END)::bigint AS idle_us
+FROM pg_catalog.pg_locks AS l
+JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
+  AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
+ORDER BY a.xact_start, l.pid;
+
+-- Claims held longer than stale_us (their lease), counted as HeldClaims finds them.
+-- name: CountStaleClaims :one
 SELECT count(*)::bigint AS stale
-FROM idempotency_keys
-WHERE completed_at IS NULL AND status = 'processing' AND leased_until <= now();
+FROM pg_catalog.pg_locks AS l
+JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
+  AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
+  AND a.xact_start <= now() - sqlc.arg(stale_us)::bigint * interval '1 microsecond';
 
 -- Payloads (operation + fingerprint) seen under more than one key in a scope since
 -- since_us ago: clients that mint a new idempotency key per retry.

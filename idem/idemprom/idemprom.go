@@ -10,7 +10,8 @@
 //	                                          replayed, in_progress, mismatch, missing_key,
 //	                                          invalid_key, reclaimed, taken_over, lease_lost,
 //	                                          released, retried, failed, not_stored, unkeyed)
-//	idem_stale_claims                        gauge: processing rows past their lease, read on scrape
+//	idem_stale_claims                        gauge: claims held now for longer than their lease
+//	                                          (pg_locks, pg_stat_activity), read on scrape
 //	idem_repeated_payloads                   gauge: payloads seen under more than one key within
 //	                                          the window, read on scrape (clients minting a new
 //	                                          key per retry)
@@ -52,7 +53,7 @@ func (o *Outcomes) Collect(ch chan<- prometheus.Metric) { o.counter.Collect(ch) 
 
 var (
 	staleDesc = prometheus.NewDesc("idem_stale_claims",
-		"Processing idempotency keys past their lease (owner gone, no retry has reclaimed them yet).", nil, nil)
+		"Idempotency claims held now for longer than their lease (from pg_locks and pg_stat_activity, database-wide).", nil, nil)
 	repeatedDesc = prometheus.NewDesc("idem_repeated_payloads",
 		"Request payloads seen under more than one idempotency key within the window.", nil, nil)
 )

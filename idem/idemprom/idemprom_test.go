@@ -46,7 +46,7 @@ idem_outcomes_total{operation="createThing",outcome="claimed"} 1
 idem_outcomes_total{operation="createThing",outcome="completed"} 1
 idem_outcomes_total{operation="createThing",outcome="missing_key"} 1
 idem_outcomes_total{operation="createThing",outcome="replayed"} 1
-# HELP idem_stale_claims Processing idempotency keys past their lease (owner gone, no retry has reclaimed them yet).
+# HELP idem_stale_claims Idempotency claims held now for longer than their lease (from pg_locks and pg_stat_activity, database-wide).
 # TYPE idem_stale_claims gauge
 idem_stale_claims 0
 `

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,10 +37,12 @@ func TestSuitesBehindPgBouncer(t *testing.T) {
 		pkgs         []string
 		must         []string // tests that must have run and passed
 	}{
-		{pgbouncer.ExecMode, "", []string{"./idem", "./gen/internal/e2e", "./examples/payments/service"},
-			[]string{"TestConcurrentDuplicatesOneKey", "TestManyKeysInterleaved", "TestConcurrentDuplicates"}},
-		{"simple_protocol", "Concurrent|ManyKeys", []string{"./idem", "./gen/internal/e2e"},
-			[]string{"TestConcurrentDuplicatesOneKey", "TestManyKeysInterleaved", "TestConcurrentDuplicates"}},
+		// pkgs are directories from the repository's root: each is tested from its own
+		// module (gen/internal/e2e and examples are modules of their own).
+		{pgbouncer.ExecMode, "", []string{"idem", "gen/internal/e2e", "examples/payments/service"},
+			[]string{"TestConcurrentDuplicatesOneKey", "TestManyKeysInterleaved", "TestConcurrentDuplicates", "TestDefaultIsolationDuplicates"}},
+		{"simple_protocol", "Concurrent|ManyKeys|DefaultIsolation", []string{"idem", "gen/internal/e2e"},
+			[]string{"TestConcurrentDuplicatesOneKey", "TestManyKeysInterleaved", "TestConcurrentDuplicates", "TestDefaultIsolationDuplicates"}},
 	} {
 		t.Run(run.mode, func(t *testing.T) {
 			url, err := b.Via(pgtest.URL(t), run.mode)
@@ -50,10 +53,21 @@ func TestSuitesBehindPgBouncer(t *testing.T) {
 			if run.filter != "" {
 				args = append(args, "-run", run.filter)
 			}
-			cmd := exec.Command(goCmd, append(args, run.pkgs...)...)
-			cmd.Dir = filepath.Join("..", "..")
-			cmd.Env = append(withoutEnv("DATABASE_URL"), "DATABASE_URL="+url)
-			out, runErr := cmd.Output()
+			var out []byte
+			var runErr error
+			for _, pkg := range run.pkgs {
+				cmd := exec.Command(goCmd, append(args, "./"+pkg)...)
+				cmd.Dir = filepath.Join("..", "..")
+				if mod := moduleOf(pkg); mod != "." {
+					cmd.Dir, cmd.Args[len(cmd.Args)-1] = filepath.Join(cmd.Dir, mod), "./"+strings.TrimPrefix(strings.TrimPrefix(pkg, mod), "/")
+				}
+				cmd.Env = append(withoutEnv("DATABASE_URL"), "DATABASE_URL="+url)
+				o, err := cmd.Output()
+				out = append(out, o...)
+				if err != nil && runErr == nil {
+					runErr = fmt.Errorf("go test %s: %w", pkg, err)
+				}
+			}
 			passed, failed := map[string]bool{}, map[string][]string{}
 			sc := bufio.NewScanner(bytes.NewReader(out))
 			sc.Buffer(make([]byte, 1<<20), 1<<20)
@@ -112,6 +126,18 @@ func TestSuitesBehindPgBouncer(t *testing.T) {
 			t.Logf("RESULT behind PgBouncer, default_query_exec_mode=%s: %d tests passed (%d with subtests) in %s, %d failed %v", run.mode, top, len(passed), strings.Join(run.pkgs, " "), len(failed), names)
 		})
 	}
+}
+
+// moduleOf returns the directory of the module that holds the package directory pkg
+// (both from the repository's root): the nearest directory with a go.mod.
+func moduleOf(pkg string) string {
+	root := filepath.Join("..", "..")
+	for dir := pkg; dir != "." && dir != "/"; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(root, dir, "go.mod")); err == nil {
+			return dir
+		}
+	}
+	return "."
 }
 
 func withoutEnv(name string) []string {

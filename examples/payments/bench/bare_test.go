@@ -3,10 +3,12 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -64,6 +66,26 @@ func handWritten(pool *pgxpool.Pool, newTx func() txProtocol) http.Handler {
 			return
 		}
 		id, answer, err := insertPayment(r.Context(), pool, newTx(), r, body, in)
+		var replay floorReplay
+		switch {
+		case errors.Is(err, errFloorBusy):
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "in progress", http.StatusConflict)
+			return
+		case isUniqueViolation(err):
+			// A duplicate whose snapshot predated the owner's commit (READ COMMITTED): the
+			// key's row, or the payment's unique key, catches it; idem answers it from the
+			// winner's row, the floor with a 409.
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "in progress", http.StatusConflict)
+			return
+		case errors.As(err, &replay):
+			w.Header().Set("Content-Type", "application/json")
+			w.Header().Set("Idempotent-Replayed", "true")
+			w.WriteHeader(http.StatusCreated)
+			_, _ = w.Write(replay.body)
+			return
+		}
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
@@ -117,4 +139,10 @@ func runBusiness(ctx context.Context, conn *pgx.Conn, tx txProtocol, r *http.Req
 	}
 	answer = append(answer, '\n') // as json.Encoder writes it, and the generated server
 	return p.ID, answer, tx.commit(ctx, conn, answer)
+}
+
+// isUniqueViolation reports a unique violation (23505).
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }

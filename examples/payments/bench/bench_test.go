@@ -61,9 +61,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// database returns a pool (MaxConns -pool) and a claim pool (service.ClaimPoolSize) on a
-// new database of the durable cluster, with the service's tables.
-func database(b *testing.B) (pool, claimPool *pgxpool.Pool) {
+// database returns a pool (MaxConns -pool) on a new database of the durable cluster, with
+// the service's tables.
+func database(b *testing.B) (pool *pgxpool.Pool) {
 	b.Helper()
 	server.once.Do(func() {
 		opts := pgembed.Options{Durable: true, Settings: map[string]string{}}
@@ -104,8 +104,8 @@ func database(b *testing.B) (pool, claimPool *pgxpool.Pool) {
 		b.Cleanup(p.Close)
 		return p
 	}
-	pool, claimPool = open(*poolSize), open(service.ClaimPoolSize)
-	server.dbURL, server.pools = server.c.DatabaseURL(name), []*pgxpool.Pool{pool, claimPool}
+	pool = open(*poolSize)
+	server.dbURL, server.pools = server.c.DatabaseURL(name), []*pgxpool.Pool{pool}
 	if err := service.Setup(ctx, pool); err != nil {
 		b.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func database(b *testing.B) (pool, claimPool *pgxpool.Pool) {
 			b.Fatalf("-setup: %v", err)
 		}
 	}
-	return pool, claimPool
+	return pool
 }
 
 // variant is one HTTP server under test.
@@ -128,10 +128,9 @@ type variant struct {
 	url  string
 }
 
-// serve starts the variants on loopback: the bare handler, the bare handler with the
-// cheapest committed claim (floorHandler), the generated service, and the generated
-// service with a claim pool.
-func serve(b *testing.B, pool, claimPool *pgxpool.Pool) []variant {
+// serve starts the variants on loopback: the bare handler, the protocol's hand-written
+// floor (floor_test.go), and the generated service.
+func serve(b *testing.B, pool *pgxpool.Pool) []variant {
 	b.Helper()
 	logf := func(format string, args ...any) { b.Errorf(format, args...) }
 	var out []variant
@@ -140,10 +139,8 @@ func serve(b *testing.B, pool, claimPool *pgxpool.Pool) []variant {
 		h    http.Handler
 	}{
 		{"bare", bareHandler(pool)},
-		{"claim-floor", handWritten(pool, func() txProtocol { return &claimFloor{} })},
 		{"protocol-floor", handWritten(pool, func() txProtocol { return &protocolFloor{} })},
 		{"idem", service.New(pool, service.Options{Logf: logf})},
-		{"idem+claimpool", service.New(pool, service.Options{Logf: logf, ClaimPool: claimPool})},
 	} {
 		if *only != "" && v.name != "bare" && !regexp.MustCompile(*only).MatchString(v.name) {
 			continue
@@ -344,8 +341,8 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // BenchmarkHTTP compares the generated handler with the bare one, closed-loop at c=1 and
 // c=16, in interleaved rounds (the order rotates every round).
 func BenchmarkHTTP(b *testing.B) {
-	pool, claimPool := database(b)
-	vs := serve(b, pool, claimPool)
+	pool := database(b)
+	vs := serve(b, pool)
 	for _, c := range []int{1, 16} {
 		b.Run(fmt.Sprintf("c=%d", c), func(b *testing.B) {
 			// Warm up every variant: connections, statement caches, the table.
@@ -399,12 +396,12 @@ func BenchmarkHTTP(b *testing.B) {
 
 // BenchmarkBurst releases 50 requests together, over and over: 50 duplicates of one key
 // (one execution, 49 answered 409 or replayed) against 50 distinct keys (50 executions),
-// through the generated handler with and without a claim pool (and the bare handler's 50
+// through the protocol floor and the generated handler (and the bare handler's 50
 // distinct requests for reference). Latencies of all bursts are pooled per variant.
 func BenchmarkBurst(b *testing.B) {
 	const n = 50
-	pool, claimPool := database(b)
-	vs := serve(b, pool, claimPool)
+	pool := database(b)
+	vs := serve(b, pool)
 	type kind struct {
 		name string
 		url  string

@@ -14,14 +14,15 @@
 // interleaved rounds (-rounds, -round), and reports per variant the medians over rounds
 // of req/s, p50 and p99 latency, WAL syncs and commits per request, and the ratio to the
 // bare handler. BenchmarkBurst releases 50 requests together (-bursts times): 50
-// duplicates of one key against 50 distinct keys, with and without a claim pool.
+// duplicates of one key against 50 distinct keys, through the floor and the generated
+// service.
 // Results are printed as a table too; the README's performance notes quote them.
 //
-// Besides bare and the generated service, BenchmarkHTTP runs two hand-written floors
-// (floor_test.go) with as little Go as possible around their SQL: claim-floor adds only
-// the claim, committed on its own, in one flight with BEGIN; protocol-floor sends the
-// protocol's statements for a fresh key as idem does (claim, BEGIN and own-row lock in
-// one flight; the fenced completion and COMMIT in one flight). The gap from bare to
+// Besides bare and the generated service, BenchmarkHTTP runs a hand-written floor
+// (floor_test.go) with as little Go as possible around its SQL: protocol-floor sends the
+// protocol's statements for a fresh key as idem does (BEGIN and the key's lock with its
+// row in one flight; the business INSERT; the key's row born completed and COMMIT in one
+// flight), and answers duplicates 409 or with the stored body. The gap from bare to
 // protocol-floor is the cost of the protocol's SQL; from protocol-floor to idem, the cost
 // of the generated code and the runtime. -statements prints, per variant, what
 // pg_stat_statements saw per request (time, WAL records and bytes, buffers); -setup

@@ -5,81 +5,73 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/idemgen/idemgen/examples/payments/service"
+	"github.com/idemgen/idemgen/idem"
 )
 
-// The floors are hand-written handlers that run only what the protocol (DESIGN.md, steps
+// The floor is a hand-written handler that runs only what the protocol (DESIGN.md, steps
 // 3 and 5) requires of the database, with as little Go as possible around it: no
-// fingerprint of the decoded request, no recorded headers, no answers to duplicates
-// (every request of the benchmark has a fresh key). What idem costs beyond them is its Go
-// layer; what they cost beyond bare is the protocol's SQL.
+// fingerprint of the decoded request, no recorded headers. It answers a duplicate 409 (the
+// lock held elsewhere) and a completed key with its stored body, so that bursts of
+// duplicates are answered as idem answers them. What idem costs beyond it is its Go layer;
+// what it costs beyond bare is the protocol's SQL.
 
-// floorClaimSQL is the claim as idem sends it (queries/idempotency_keys.sql, ClaimKey):
-// INSERT ... ON CONFLICT DO NOTHING into idempotency_keys (same table, same indexes),
-// committed on its own without waiting for its WAL flush.
-const floorClaimSQL = `INSERT INTO idempotency_keys (scope, key, operation, fingerprint, status, lease_token, leased_until, expires_at)
-SELECT $1::text, $2::text, 'CreatePayment', $3::bytea, 'processing', $4::bigint,
-       now() + interval '30 seconds', now() + interval '24 hours'
-FROM (SELECT set_config('synchronous_commit', 'off', true)) AS s
-ON CONFLICT (scope, key) DO NOTHING`
+// floorLockSQL is LockKey (queries/idempotency_keys.sql): the key's lock and its row, in
+// the first statement of the transaction.
+const floorLockSQL = `SELECT l.locked, k.response_body
+FROM (SELECT pg_try_advisory_xact_lock($3::int, $4::int) AS locked) AS l
+LEFT JOIN idempotency_keys AS k ON k.scope = $1::text AND k.key = $2::text`
 
-// floorLockSQL is LockOwnKey: the business transaction's own-row lock, fenced.
-const floorLockSQL = `SELECT lease_token FROM idempotency_keys
-WHERE scope = $1 AND key = $2 AND lease_token = $3 AND status = 'processing' FOR UPDATE`
+// floorCompleteSQL is CompleteKey: the key's row born completed.
+const floorCompleteSQL = `INSERT INTO idempotency_keys (scope, key, operation, fingerprint, status,
+    response_status, response_headers, response_body, created_at, completed_at, expires_at)
+VALUES ($1, $2, 'CreatePayment', $3, 'completed', 201, $4::jsonb, $5::bytea,
+    statement_timestamp(), statement_timestamp(), statement_timestamp() + interval '24 hours')`
 
-// floorCompleteSQL is CompleteKey: the fenced completion that raises when the fence fails.
-const floorCompleteSQL = `WITH completed AS (
-    UPDATE idempotency_keys
-    SET status = 'completed', response_status = 201, response_headers = $4::jsonb, response_body = $5::bytea,
-        completed_at = statement_timestamp(), expires_at = statement_timestamp() + interval '24 hours'
-    WHERE scope = $1 AND key = $2 AND lease_token = $3 AND status = 'processing'
-    RETURNING 1
-)
-SELECT (CASE WHEN count(*) = 1 THEN '1' ELSE 'fence failed' END)::int FROM completed`
-
-// claimFloor is bare plus the claim: the claim (its own implicit transaction) and BEGIN
-// in one flight, then the business INSERT and COMMIT. No lock, no completion.
-type claimFloor struct{ lease int64 }
-
-func (f *claimFloor) begin(ctx context.Context, conn *pgx.Conn, r *http.Request, body []byte) error {
-	sum := sha256.Sum256(body)
-	f.lease = rand.Int64()
-	return pipeline(ctx, conn,
-		stmt{sql: floorClaimSQL, args: []any{r.Header.Get(service.AccountHeader), r.Header.Get("Idempotency-Key"), sum[:], f.lease}, sync: true},
-		stmt{sql: "BEGIN", sync: true})
-}
-
-func (*claimFloor) commit(ctx context.Context, conn *pgx.Conn, _ []byte) error {
-	_, err := conn.Exec(ctx, "COMMIT")
-	return err
-}
-
-// protocolFloor is the whole protocol's SQL as idem sends it for a fresh key: the claim,
-// BEGIN and the own-row lock in one flight; the business INSERT; the fenced completion
-// and COMMIT in one flight.
+// protocolFloor is the whole protocol's SQL as idem sends it for a fresh key: BEGIN and
+// the lock with the key's row in one flight; the business INSERT; the completion and
+// COMMIT in one flight.
 type protocolFloor struct {
 	scope, key string
-	lease      int64
+	sum        [32]byte
 }
 
+// errFloorBusy and floorReplay are the floor's answers to a key held elsewhere, or
+// completed.
+var errFloorBusy = errors.New("floor: the key is held")
+
+type floorReplay struct{ body []byte }
+
+func (r floorReplay) Error() string { return "floor: replay" }
+
 func (f *protocolFloor) begin(ctx context.Context, conn *pgx.Conn, r *http.Request, body []byte) error {
-	sum := sha256.Sum256(body)
-	f.scope, f.key, f.lease = r.Header.Get(service.AccountHeader), r.Header.Get("Idempotency-Key"), rand.Int64()
-	return pipeline(ctx, conn,
-		stmt{sql: floorClaimSQL, args: []any{f.scope, f.key, sum[:], f.lease}, sync: true},
+	f.sum = sha256.Sum256(body)
+	f.scope, f.key = r.Header.Get(service.AccountHeader), r.Header.Get("Idempotency-Key")
+	id := idem.LockID(f.scope, f.key)
+	var locked bool
+	var stored []byte
+	if err := pipelineScan(ctx, conn, []any{&locked, &stored},
 		stmt{sql: "BEGIN"},
-		stmt{sql: floorLockSQL, args: []any{f.scope, f.key, f.lease}, sync: true})
+		stmt{sql: floorLockSQL, args: []any{f.scope, f.key, int32(id >> 32), int32(id)}, sync: true}); err != nil {
+		return err
+	}
+	switch {
+	case !locked:
+		return errFloorBusy
+	case stored != nil:
+		return floorReplay{stored}
+	}
+	return nil
 }
 
 func (f *protocolFloor) commit(ctx context.Context, conn *pgx.Conn, answer []byte) error {
 	return pipeline(ctx, conn,
-		stmt{sql: floorCompleteSQL, args: []any{f.scope, f.key, f.lease, []byte(`[["Content-Type","application/json"]]`), answer}},
+		stmt{sql: floorCompleteSQL, args: []any{f.scope, f.key, f.sum[:], []byte(`[["Content-Type","application/json"]]`), answer}},
 		stmt{sql: "COMMIT", sync: true})
 }
 
@@ -93,6 +85,11 @@ type stmt struct {
 // pipeline sends stmts in one flight as prepared statements (pgx's default mode) and
 // reads every result; the first error wins.
 func pipeline(ctx context.Context, conn *pgx.Conn, stmts ...stmt) error {
+	return pipelineScan(ctx, conn, nil, stmts...)
+}
+
+// pipelineScan is pipeline that scans the first row of the last statement into dest.
+func pipelineScan(ctx context.Context, conn *pgx.Conn, dest []any, stmts ...stmt) error {
 	sds := make([]*pgconn.StatementDescription, len(stmts))
 	for i, s := range stmts {
 		sd, err := conn.Prepare(ctx, s.sql, s.sql) // once per connection
@@ -120,6 +117,7 @@ func pipeline(ctx context.Context, conn *pgx.Conn, stmts ...stmt) error {
 		return err
 	}
 	var first error
+	results := 0
 	for syncs > 0 {
 		res, err := pl.GetResults()
 		if err != nil {
@@ -128,6 +126,20 @@ func pipeline(ctx context.Context, conn *pgx.Conn, stmts ...stmt) error {
 		}
 		switch res := res.(type) {
 		case *pgconn.ResultReader:
+			results++
+			if results == len(stmts) && dest != nil {
+				rows := pgx.RowsFromResultReader(conn.TypeMap(), res)
+				for rows.Next() {
+					if err := rows.Scan(dest...); err != nil && first == nil {
+						first = err
+					}
+				}
+				rows.Close()
+				if err := rows.Err(); err != nil && first == nil {
+					first = err
+				}
+				continue
+			}
 			if _, err := res.Close(); err != nil && first == nil {
 				first = err
 			}

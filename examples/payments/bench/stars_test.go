@@ -45,7 +45,7 @@ var starPolicy = idem.MustPolicy(idem.Policy{
 // per request; then the PostgreSQL CPU per request that the Redis store saves.
 func BenchmarkStarStores(b *testing.B) {
 	const c = 16
-	pool, _ := database(b)
+	pool := database(b)
 	ctx := context.Background()
 	ids := make([]string, starPayments)
 	for i := range ids {

@@ -375,7 +375,6 @@ func startInProcess(t *testing.T, databaseURL string, opts service.Options) stri
 		t.Fatal(err)
 	}
 	t.Cleanup(d.Close)
-	opts.ClaimPool = d.ClaimPool
 	srv := httptest.NewServer(service.New(d.Pool, opts))
 	t.Cleanup(srv.Close) // before d.Close: waits for the handlers
 	return srv.URL
@@ -651,10 +650,14 @@ func (d *db) waitFor(cond string, limit time.Duration, args ...any) {
 
 // ownersInBusiness selects, in pg_stat_activity, the backends of owners inside their
 // business transactions, waiting on their simulated downstream call: idle in transaction
-// after inserting their payment. (A duplicate's transaction is briefly idle in
-// transaction too, after its claim flight's own-row lock found nothing.)
+// after inserting their payment.
 const ownersInBusiness = `FROM pg_stat_activity WHERE datname = current_database()
 	AND state = 'idle in transaction' AND query LIKE '%InsertPayment%'`
+
+// claimsHeld selects, in pg_locks, the claims held now: the transaction-scoped two-key
+// advisory locks of the test's database.
+const claimsHeld = `FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND granted
+	AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`
 
 // inBusiness is the condition "n business transactions are open".
 func inBusiness(n int) string {
@@ -663,7 +666,7 @@ func inBusiness(n int) string {
 
 // exactlyOnce checks the database after a run: every key in keys has exactly one payment
 // and a completed idempotency key; no payment exists without a completed key; no
-// key is left processing.
+// key is left processing, no claim held.
 func (d *db) exactlyOnce(keys []string) (duplicates int) {
 	d.t.Helper()
 	duplicates = d.int(`SELECT count(*) FROM (SELECT 1 FROM payments GROUP BY idempotency_scope, idempotency_key HAVING count(*) > 1) s`)
@@ -682,6 +685,9 @@ func (d *db) exactlyOnce(keys []string) (duplicates int) {
 	}
 	if n := d.int(`SELECT count(*) FROM idempotency_keys WHERE status = 'processing'`); n != 0 {
 		d.t.Errorf("%d keys left processing", n)
+	}
+	if n := d.int(`SELECT count(*) ` + claimsHeld); n != 0 {
+		d.t.Errorf("%d claims still held after the run", n)
 	}
 	return duplicates
 }

@@ -5,21 +5,19 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/idem"
 )
 
-// DB is the service's database: the business pool, and a small pool for the idempotency
-// protocol's claims (so duplicates are answered while business transactions hold every
-// business connection; see idem.WithClaimPool).
+// DB is the service's database: one pool, for the business transactions and the
+// idempotency protocol's claims alike (each request is one transaction).
 type DB struct {
-	Pool      *pgxpool.Pool
-	ClaimPool *pgxpool.Pool
+	Pool *pgxpool.Pool
 }
 
-// ClaimPoolSize is the size of DB.ClaimPool.
-const ClaimPoolSize = 4
-
 // Open connects to databaseURL (a postgres:// URL or key=value string), with at most
-// maxConns business connections when maxConns > 0, and applies the schemas ([Setup]).
+// maxConns connections when maxConns > 0, and applies the schemas ([Setup]). Connections
+// notice a dead network within idem.DefaultTCPUserTimeout (idem.ConfigureConnections).
 func Open(ctx context.Context, databaseURL string, maxConns int32) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
@@ -28,13 +26,9 @@ func Open(ctx context.Context, databaseURL string, maxConns int32) (*DB, error) 
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
-	claimCfg := cfg.Copy()
-	claimCfg.MaxConns = ClaimPoolSize
+	idem.ConfigureConnections(cfg, idem.DefaultTCPUserTimeout)
 	d := &DB{}
 	d.Pool, err = pgxpool.NewWithConfig(ctx, cfg)
-	if err == nil {
-		d.ClaimPool, err = pgxpool.NewWithConfig(ctx, claimCfg)
-	}
 	if err == nil {
 		err = d.Pool.Ping(ctx)
 	}
@@ -48,12 +42,9 @@ func Open(ctx context.Context, databaseURL string, maxConns int32) (*DB, error) 
 	return d, nil
 }
 
-// Close closes both pools.
+// Close closes the pool.
 func (d *DB) Close() {
 	if d.Pool != nil {
 		d.Pool.Close()
-	}
-	if d.ClaimPool != nil {
-		d.ClaimPool.Close()
 	}
 }

@@ -63,8 +63,6 @@ type Options struct {
 	Logf func(format string, args ...any)
 	// Observer, when set, sees every outcome of the idempotency protocol (metrics).
 	Observer idem.Observer
-	// ClaimPool, when set, runs the protocol's claims (idem.WithClaimPool).
-	ClaimPool *pgxpool.Pool
 	// BeforeStar, when set, is called inside starPayment before its write (nothing is
 	// counted yet): simulated latency (the server's -star-delay), or the window in which
 	// a test kills the server or Redis mid-business. An error fails the request (500;
@@ -73,6 +71,8 @@ type Options struct {
 	// Redis is the idempotency store of the operations marked store: redis (starPayment).
 	// Without one they answer 503 and the others run as usual.
 	Redis *idemredis.Store
+	// StoreOptions are passed on to idem.NewStore (deadlines, stale age, ...).
+	StoreOptions []idem.Option
 }
 
 // Setup applies the schemas the service needs: idem's idempotency_keys table and the
@@ -90,9 +90,7 @@ func New(pool *pgxpool.Pool, opts Options) http.Handler {
 	if opts.Observer != nil {
 		storeOpts = append(storeOpts, idem.WithObserver(opts.Observer))
 	}
-	if opts.ClaimPool != nil {
-		storeOpts = append(storeOpts, idem.WithClaimPool(opts.ClaimPool))
-	}
+	storeOpts = append(storeOpts, opts.StoreOptions...)
 	store := idem.NewStore(pool, storeOpts...)
 	impl := &server{pool: pool, delay: opts.Delay, downstreamFunc: opts.Downstream, beforeStar: opts.BeforeStar}
 

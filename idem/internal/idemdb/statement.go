@@ -11,29 +11,14 @@ type Statement struct {
 	Args []any
 }
 
-// Statement of ClaimKey.
-func (a ClaimKeyParams) Statement() Statement {
-	return Statement{claimKey, []any{a.Scope, a.Key, a.Operation, a.Fingerprint, a.LeaseToken, a.LeaseUs, a.RetentionUs}}
+// Statement of LockKey.
+func (a LockKeyParams) Statement() Statement {
+	return Statement{lockKey, []any{a.LockHi, a.LockLo, a.Scope, a.Key}}
 }
 
-// Statement of TakeOverExpired.
-func (a TakeOverExpiredParams) Statement() Statement {
-	return Statement{takeOverExpired, []any{a.Operation, a.Fingerprint, a.LeaseToken, a.LeaseUs, a.RetentionUs, a.Scope, a.Key}}
-}
-
-// Statement of ReclaimKey.
-func (a ReclaimKeyParams) Statement() Statement {
-	return Statement{reclaimKey, []any{a.LeaseToken, a.LeaseUs, a.Scope, a.Key, a.Operation, a.Fingerprint}}
-}
-
-// Statement of LockOwnKey.
-func (a LockOwnKeyParams) Statement() Statement {
-	return Statement{lockOwnKey, []any{a.Scope, a.Key, a.LeaseToken}}
-}
-
-// Statement of LockOwnKeyAt.
-func (a LockOwnKeyAtParams) Statement() Statement {
-	return Statement{lockOwnKeyAt, []any{a.RowID, a.Scope, a.Key, a.LeaseToken}}
+// Statement of AwaitKey.
+func (a AwaitKeyParams) Statement() Statement {
+	return Statement{awaitKey, []any{a.LockHi, a.LockLo, a.Scope, a.Key}}
 }
 
 // Statement of GetKey.
@@ -41,12 +26,22 @@ func (a GetKeyParams) Statement() Statement {
 	return Statement{getKey, []any{a.Scope, a.Key}}
 }
 
-// Statement of CompleteKey.
-func (a CompleteKeyParams) Statement() Statement {
-	return Statement{completeKey, []any{a.ResponseStatus, a.ResponseHeaders, a.ResponseBody, a.RetentionUs, a.Scope, a.Key, a.LeaseToken}}
+// Statement of ClaimKeyRow.
+func (a ClaimKeyRowParams) Statement() Statement {
+	return Statement{claimKeyRow, []any{a.Scope, a.Key, a.Operation, a.Fingerprint, a.RetentionUs}}
 }
 
-// Statement of CompleteKeyAt.
-func (a CompleteKeyAtParams) Statement() Statement {
-	return Statement{completeKeyAt, []any{a.ResponseStatus, a.ResponseHeaders, a.ResponseBody, a.RetentionUs, a.RowID, a.Scope, a.Key, a.LeaseToken}}
+// Statement of CompleteKey.
+func (a CompleteKeyParams) Statement() Statement {
+	return Statement{completeKey, []any{a.Scope, a.Key, a.Operation, a.Fingerprint, a.ResponseStatus, a.ResponseHeaders, a.ResponseBody, a.RetentionUs}}
+}
+
+// Statement of CompleteKeyOver.
+func (a CompleteKeyOverParams) Statement() Statement {
+	return Statement{completeKeyOver, []any{a.Scope, a.Key, a.Operation, a.Fingerprint, a.ResponseStatus, a.ResponseHeaders, a.ResponseBody, a.RetentionUs}}
+}
+
+// Statement of LockKeyOnly.
+func (a LockKeyOnlyParams) Statement() Statement {
+	return Statement{lockKeyOnly, []any{a.LockHi, a.LockLo}}
 }

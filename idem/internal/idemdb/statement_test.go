@@ -45,40 +45,36 @@ func TestStatementsMatchGeneratedMethods(t *testing.T) {
 		stmt Statement
 		call func(*Queries)
 	}{
-		"ClaimKey": {
-			ClaimKeyParams{"s", "k", "op", fp, 7, 8, 9}.Statement(),
-			func(q *Queries) { q.ClaimKey(ctx, ClaimKeyParams{"s", "k", "op", fp, 7, 8, 9}) },
+		"LockKey": {
+			LockKeyParams{7, 8, "s", "k"}.Statement(),
+			func(q *Queries) { q.LockKey(ctx, LockKeyParams{7, 8, "s", "k"}) },
 		},
-		"TakeOverExpired": {
-			TakeOverExpiredParams{"op", fp, 7, 8, 9, "s", "k"}.Statement(),
-			func(q *Queries) { q.TakeOverExpired(ctx, TakeOverExpiredParams{"op", fp, 7, 8, 9, "s", "k"}) },
+		"LockKeyOnly": {
+			LockKeyOnlyParams{7, 8}.Statement(),
+			func(q *Queries) { q.LockKeyOnly(ctx, LockKeyOnlyParams{7, 8}) },
 		},
-		"ReclaimKey": {
-			ReclaimKeyParams{7, 8, "s", "k", "op", fp}.Statement(),
-			func(q *Queries) { q.ReclaimKey(ctx, ReclaimKeyParams{7, 8, "s", "k", "op", fp}) },
-		},
-		"LockOwnKey": {
-			LockOwnKeyParams{"s", "k", 7}.Statement(),
-			func(q *Queries) { q.LockOwnKey(ctx, LockOwnKeyParams{"s", "k", 7}) },
-		},
-		"LockOwnKeyAt": {
-			LockOwnKeyAtParams{"(0,1)", "s", "k", 7}.Statement(),
-			func(q *Queries) { q.LockOwnKeyAt(ctx, LockOwnKeyAtParams{"(0,1)", "s", "k", 7}) },
-		},
-		"CompleteKeyAt": {
-			CompleteKeyAtParams{pgtype.Int4{Int32: 201, Valid: true}, headers, fp, 9, "(0,1)", "s", "k", 7}.Statement(),
-			func(q *Queries) {
-				q.CompleteKeyAt(ctx, CompleteKeyAtParams{pgtype.Int4{Int32: 201, Valid: true}, headers, fp, 9, "(0,1)", "s", "k", 7})
-			},
+		"AwaitKey": {
+			AwaitKeyParams{7, 8, "s", "k"}.Statement(),
+			func(q *Queries) { q.AwaitKey(ctx, AwaitKeyParams{7, 8, "s", "k"}) },
 		},
 		"GetKey": {
 			GetKeyParams{"s", "k"}.Statement(),
 			func(q *Queries) { q.GetKey(ctx, GetKeyParams{"s", "k"}) },
 		},
+		"ClaimKeyRow": {
+			ClaimKeyRowParams{"s", "k", "op", fp, 9}.Statement(),
+			func(q *Queries) { q.ClaimKeyRow(ctx, ClaimKeyRowParams{"s", "k", "op", fp, 9}) },
+		},
 		"CompleteKey": {
-			CompleteKeyParams{pgtype.Int4{Int32: 201, Valid: true}, headers, fp, 9, "s", "k", 7}.Statement(),
+			CompleteKeyParams{"s", "k", "op", fp, pgtype.Int4{Int32: 201, Valid: true}, headers, []byte{3}, 9}.Statement(),
 			func(q *Queries) {
-				q.CompleteKey(ctx, CompleteKeyParams{pgtype.Int4{Int32: 201, Valid: true}, headers, fp, 9, "s", "k", 7})
+				q.CompleteKey(ctx, CompleteKeyParams{"s", "k", "op", fp, pgtype.Int4{Int32: 201, Valid: true}, headers, []byte{3}, 9})
+			},
+		},
+		"CompleteKeyOver": {
+			CompleteKeyOverParams{"s", "k", "op", fp, pgtype.Int4{Int32: 201, Valid: true}, headers, []byte{3}, 9}.Statement(),
+			func(q *Queries) {
+				q.CompleteKeyOver(ctx, CompleteKeyOverParams{"s", "k", "op", fp, pgtype.Int4{Int32: 201, Valid: true}, headers, []byte{3}, 9})
 			},
 		},
 	} {

@@ -32,6 +32,8 @@ Usage:
   idemgen generate [flags] SPEC   write the handlers (idemgen generate -h)
   idemgen schema                  print schema.sql (the idempotency_keys table)
   idemgen purge [flags]           delete expired idempotency keys, e.g. from cron
+  idemgen keys show SCOPE KEY     print one idempotency key's row (idemgen keys -h)
+  idemgen keys held               list the claims held now, oldest first
   idemgen hammer [flags]          load-test an idempotent endpoint
   idemgen version                 print the version (also --version, -version, -v)
   idemgen help [COMMAND]          print this text, or a command's help
@@ -55,6 +57,7 @@ var commands = map[string]func(args []string, stdout, stderr io.Writer) int{
 	"generate": generate,
 	"schema":   schema,
 	"purge":    purge,
+	"keys":     keys,
 	"version":  version,
 	"hammer": func(args []string, stdout, stderr io.Writer) int {
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
@@ -68,6 +71,7 @@ var commands = map[string]func(args []string, stdout, stderr io.Writer) int{
 var flagSets = map[string]func() *flag.FlagSet{
 	"generate": func() *flag.FlagSet { fs, _ := newGenerateFlags(); return fs },
 	"purge":    func() *flag.FlagSet { fs, _ := newPurgeFlags(); return fs },
+	"keys":     func() *flag.FlagSet { fs, _ := newKeysFlags(); return fs },
 	"hammer":   hammer.FlagSet,
 }
 

@@ -47,6 +47,7 @@ func TestSubcommandHelp(t *testing.T) {
 		"generate": {"-check", "-router ROUTER", "-base BASE", "-package NAME", "-o DIR", "one dash or two"},
 		"schema":   {"idempotency_keys"},
 		"purge":    {"-database-url URL", "-batch N", "-dry-run", "-timeout D", "DATABASE_URL"},
+		"keys":     {"-database-url URL", "-json", "-stale-after D", "keys show", "keys held"},
 		"version":  {"--version", "VCS revision", "(devel)"},
 		"hammer":   {"-url URL", "-keys K", "-key-format FORMAT", "-timeout TIMEOUT", "one dash or two"},
 	} {

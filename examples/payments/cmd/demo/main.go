@@ -124,7 +124,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// 3. Redis, for the operation whose keys live there (starPayment, store: redis).
 	stars, stopRedis := redisStore(ctx, logf)
 	defer stopRedis()
-	srv := &http.Server{Handler: service.New(d.Pool, service.Options{Delay: c.delay, Logf: logf, ClaimPool: d.ClaimPool, Redis: stars}), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: service.New(d.Pool, service.Options{Delay: c.delay, Logf: logf, Redis: stars}), ReadHeaderTimeout: 10 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
 	base := "http://" + ln.Addr().String()

@@ -104,7 +104,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		logger.Print(err)
 		return 1
 	}
-	opts := service.Options{Delay: *delay, MaxBodyBytes: *maxBody, Logf: logf, ClaimPool: d.ClaimPool, Redis: stars}
+	opts := service.Options{Delay: *delay, MaxBodyBytes: *maxBody, Logf: logf, Redis: stars}
 	if *starDelay > 0 {
 		opts.BeforeStar = service.Sleep(*starDelay)
 	}

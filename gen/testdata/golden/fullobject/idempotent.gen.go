@@ -24,7 +24,7 @@ type IdempotentServerInterface interface {
 
 // createPaymentPolicy is the idempotency policy of createPayment (POST /payments):
 // key from header Idempotency-Key (not in the spec: added by idemgen), required;
-// lease 45s, retention 48h, timeout 5s, serializable isolation.
+// lease 45s, retention 48h, timeout 5s, serializable isolation, duplicates wait up to 2s for the owner's answer.
 var createPaymentPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createPayment",
 	KeySource:   "header Idempotency-Key",
@@ -32,6 +32,7 @@ var createPaymentPolicy = idem.MustPolicy(idem.Policy{
 	Lease:       45 * time.Second,
 	Retention:   48 * time.Hour,
 	Timeout:     5 * time.Second,
+	Wait:        2 * time.Second,
 	Isolation:   pgx.Serializable,
 })
 

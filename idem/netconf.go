@@ -1,0 +1,46 @@
+package idem
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// DefaultTCPUserTimeout is the TCP user timeout [ConfigureConnections] is usually given: how
+// long data sent to the database may stay unacknowledged before the connection is
+// declared dead.
+const DefaultTCPUserTimeout = 10 * time.Second
+
+// ConfigureConnections makes the pool's connections notice a dead network (a partition, a
+// blackholed route, a database host gone without a RST) within about userTimeout, instead
+// of the operating system's defaults (hours): TCP keepalive probes after userTimeout/2 of
+// silence, every userTimeout/6, three of them; and, on Linux, TCP_USER_TIMEOUT =
+// userTimeout (data unacknowledged that long fails the connection). idem's own deadlines
+// ([WithFlightTimeout], [WithAcquireTimeout]) bound each request either way; these bound
+// what the business's statements and the pool's idle connections wait on. The database
+// side has its own settings for the same (tcp_keepalives_idle, tcp_user_timeout: set them
+// with ALTER ROLE or in postgresql.conf, not as startup parameters, which PgBouncer
+// refuses). It replaces cfg.ConnConfig.DialFunc; userTimeout ≤ 0 means
+// [DefaultTCPUserTimeout].
+func ConfigureConnections(cfg *pgxpool.Config, userTimeout time.Duration) {
+	if userTimeout <= 0 {
+		userTimeout = DefaultTCPUserTimeout
+	}
+	d := &net.Dialer{
+		KeepAliveConfig: net.KeepAliveConfig{
+			Enable:   true,
+			Idle:     max(time.Second, userTimeout/2),
+			Interval: max(time.Second, userTimeout/6),
+			Count:    3,
+		},
+		Control: userTimeoutControl(userTimeout),
+	}
+	if cfg.ConnConfig.ConnectTimeout > 0 {
+		d.Timeout = cfg.ConnConfig.ConnectTimeout
+	}
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return d.DialContext(ctx, network, addr)
+	}
+}
