@@ -41,6 +41,7 @@ paths:
         lease: 45s
         retention: 48h
         timeout: 5s
+        wait: 2s
         isolation: serializable
       requestBody:
         required: true
