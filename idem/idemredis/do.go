@@ -118,16 +118,25 @@ func (c *call) run(ctx context.Context, fn Func) (*idem.Response, error) {
 	return c.execute(ctx, fn)
 }
 
+// wait is how long a duplicate waits for the holder's answer: the operation's own
+// (Policy.Wait, from its x-idempotent marker), else the store's ([WithWait]).
+func wait(s *Store, p *idem.Policy) time.Duration {
+	if p.Wait > 0 {
+		return p.Wait
+	}
+	return s.wait
+}
+
 // claim claims the key (SET NX PX in claimScript), or decides the answer from the
 // record that holds it: 422, replay, or 409 (after waiting for the holder, with
-// [WithWait]). A Redis failure is a 503, with the failure as spanErr.
+// Policy.Wait or [WithWait]). A Redis failure is a 503, with the failure as spanErr.
 func (c *call) claim(ctx context.Context) (won bool, resp *idem.Response, spanErr, err error) {
 	s, p := c.s, c.p
 	claimRecord := encodeClaim(c.token, c.fp, p.Operation)
 	lease := lease(p)
 	var waitUntil time.Time
-	if s.wait > 0 {
-		waitUntil = time.Now().Add(s.wait)
+	if w := wait(s, p); w > 0 {
+		waitUntil = time.Now().Add(w)
 	}
 	for {
 		// The claim does not follow the client's going away: a claim that landed while

@@ -193,7 +193,19 @@ func TestInProgressRetryAfter(t *testing.T) {
 
 // With WithWait, a duplicate waits for the owner and replays its answer.
 func TestWaitReplaysOwnersAnswer(t *testing.T) {
-	e := newEnv(t, nil, WithWait(10*time.Second))
+	testWaitReplaysOwnersAnswer(t, testPolicy, WithWait(10*time.Second))
+}
+
+// The operation's own wait (Policy.Wait, the marker's wait field) does the same on a
+// store without WithWait.
+func TestPolicyWaitReplaysOwnersAnswer(t *testing.T) {
+	p := *testPolicy
+	p.Wait = 10 * time.Second
+	testWaitReplaysOwnersAnswer(t, &p)
+}
+
+func testWaitReplaysOwnersAnswer(t *testing.T, testPolicy *idem.Policy, opts ...Option) {
+	e := newEnv(t, nil, opts...)
 	ctx := context.Background()
 	polled := make(chan struct{})
 	var once atomic.Bool

@@ -100,7 +100,8 @@ func WithUnavailableRetryAfter(d time.Duration) Option {
 	return func(s *Store) { s.unavailableRA = max(1, int((d+time.Second-1)/time.Second)) }
 }
 
-// WithWait makes a duplicate whose key is held by a running request wait up to d for
+// WithWait makes a duplicate whose key is held by a running request wait up to d (for
+// the operations whose Policy.Wait, the marker's wait, is zero) for
 // that request's answer and replay it (or, when the owner released the key, run
 // itself), polling Redis, instead of answering 409 at once. The wait never outlasts the
 // holder's lease. Default 0: 409 at once.
