@@ -61,6 +61,7 @@ var goldenCases = []string{
 	"ginexternal",  // the same for gin
 	"redisstore",   // store: redis beside PostgreSQL operations (idem/idemredis compiles it: not a dependency of this module)
 	"redisonly",    // store: redis as the document default, every POST marked
+	"unionbody",    // inline oneOf/anyOf request bodies (oapi-codegen issue 2498): moved into components, their JSON kept
 }
 
 // goldenRedis are the cases whose generated code imports idem/idemredis, a module of its
