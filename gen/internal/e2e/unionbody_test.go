@@ -48,6 +48,20 @@ func (u *unions) CreateRefund(ctx context.Context, tx idem.Tx, req unionbody.Cre
 	return unionbody.CreateRefund201JSONResponse(r), err
 }
 
+func (u *unions) CreateTransfer(ctx context.Context, tx idem.Tx, req unionbody.CreateTransferRequestObject) (unionbody.CreateTransferResponseObject, error) {
+	var body any = req.JSONBody
+	if req.ApplicationVndAcmePlusJSONBody != nil {
+		body = req.ApplicationVndAcmePlusJSONBody
+	}
+	r, err := u.save(ctx, tx, body)
+	return unionbody.CreateTransfer201JSONResponse(r), err
+}
+
+func (u *unions) CreateCredit(ctx context.Context, tx idem.Tx, req unionbody.CreateCreditRequestObject) (unionbody.CreateCreditResponseObject, error) {
+	r, err := u.save(ctx, tx, req.Body)
+	return unionbody.CreateCredit201JSONResponse(r), err
+}
+
 func unionServer(t *testing.T) (*httptest.Server, *unions, *pgxpool.Pool) {
 	t.Helper()
 	pool := keyDB(t)
@@ -71,13 +85,14 @@ func summary(t *testing.T, r result) string {
 	return rc.Summary
 }
 
-// Each union body, inline (oneOf with the key in the body, anyOf with a discriminator and
-// the key in the header) or held in a component: the business gets the JSON the client
-// sent, a retry (its fields in another order) replays, the same key with another payload
+// Each union body, inline (oneOf, anyOf with a discriminator, in another JSON media type,
+// in a components/requestBodies entry) or held in a component, the key in the body (every
+// member declares it) or, for the shipments, in the added header: the business gets the
+// JSON the client sent, a retry (its fields in another order) replays, the same key with another payload
 // is a 422, and the business ran once.
 func TestUnionBodies(t *testing.T) {
 	for _, c := range []struct {
-		name, path               string
+		name, path, contentType  string
 		header                   map[string]string
 		body, retry, other, seen string
 	}{
@@ -99,29 +114,48 @@ func TestUnionBodies(t *testing.T) {
 			seen:   `{"kind":"Parcel","weight":3}`,
 		},
 		{
-			name:   "union component",
-			path:   "/refunds",
-			header: map[string]string{"Idempotency-Key": "refund-1"},
-			body:   `{"idempotency_key": "r-1", "iban": "DE00", "amount": 7}`,
-			retry:  `{"iban":"DE00","amount":7,"idempotency_key":"r-1"}`,
-			other:  `{"idempotency_key": "r-1", "iban": "DE01", "amount": 7}`,
-			seen:   `{"amount":7,"iban":"DE00","idempotency_key":"r-1"}`,
+			name:        "inline oneOf in another JSON media type",
+			path:        "/transfers",
+			contentType: "application/vnd.acme+json",
+			body:        `{"idempotency_key": "t-1", "iban": "DE00"}`,
+			retry:       `{"iban":"DE00","idempotency_key":"t-1"}`,
+			other:       `{"idempotency_key": "t-1", "iban": "DE99"}`,
+			seen:        `{"iban":"DE00","idempotency_key":"t-1"}`,
+		},
+		{
+			name:  "inline anyOf of a components/requestBodies entry",
+			path:  "/credits",
+			body:  `{"idempotency_key": "c-1", "card": "4000", "amount": 2}`,
+			retry: `{"card":"4000","amount":2,"idempotency_key":"c-1"}`,
+			other: `{"idempotency_key": "c-1", "card": "4000", "amount": 3}`,
+			seen:  `{"amount":2,"card":"4000","idempotency_key":"c-1"}`,
+		},
+		{
+			name:  "union component",
+			path:  "/refunds",
+			body:  `{"idempotency_key": "r-1", "iban": "DE00", "amount": 7}`,
+			retry: `{"iban":"DE00","amount":7,"idempotency_key":"r-1"}`,
+			other: `{"idempotency_key": "r-1", "iban": "DE01", "amount": 7}`,
+			seen:  `{"amount":7,"iban":"DE00","idempotency_key":"r-1"}`,
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			if c.contentType == "" {
+				c.contentType = "application/json"
+			}
 			srv, impl, pool := unionServer(t)
-			first := send(t, srv, "POST", c.path, c.header, "application/json", c.body)
+			first := send(t, srv, "POST", c.path, c.header, c.contentType, c.body)
 			if first.status != 201 {
 				t.Fatalf("first: %d %s", first.status, first.body)
 			}
 			if got := canonical(t, summary(t, first)); got != canonical(t, c.seen) {
 				t.Errorf("the business got %s, want %s", got, c.seen)
 			}
-			retry := send(t, srv, "POST", c.path, c.header, "application/json", c.retry)
+			retry := send(t, srv, "POST", c.path, c.header, c.contentType, c.retry)
 			if retry.status != 201 || retry.header.Get(idem.ReplayedHeader) != "true" || retry.body != first.body {
 				t.Errorf("retry: %d %v %s, want a replay of %s", retry.status, retry.header, retry.body, first.body)
 			}
-			if other := send(t, srv, "POST", c.path, c.header, "application/json", c.other); other.status != 422 {
+			if other := send(t, srv, "POST", c.path, c.header, c.contentType, c.other); other.status != 422 {
 				t.Errorf("same key, another payload: %d %s, want 422", other.status, other.body)
 			}
 			if n := impl.n.Load(); n != 1 {

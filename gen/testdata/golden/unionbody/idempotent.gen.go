@@ -16,13 +16,30 @@ import (
 // Business writes go through tx (e.g. db.New(tx) with sqlc); they commit together with the
 // key's recorded response, or not at all. The key is in idem.KeyFromContext(ctx).
 type IdempotentServerInterface interface {
+	// CreateCredit (POST /credits) runs inside the idempotency protocol, see createCreditPolicy.
+	CreateCredit(ctx context.Context, tx idem.Tx, request CreateCreditRequestObject) (CreateCreditResponseObject, error)
 	// CreatePayment (POST /payments) runs inside the idempotency protocol, see createPaymentPolicy.
 	CreatePayment(ctx context.Context, tx idem.Tx, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error)
 	// CreateRefund (POST /refunds) runs inside the idempotency protocol, see createRefundPolicy.
 	CreateRefund(ctx context.Context, tx idem.Tx, request CreateRefundRequestObject) (CreateRefundResponseObject, error)
 	// CreateShipment (POST /shipments) runs inside the idempotency protocol, see createShipmentPolicy.
 	CreateShipment(ctx context.Context, tx idem.Tx, request CreateShipmentRequestObject) (CreateShipmentResponseObject, error)
+	// CreateTransfer (POST /transfers) runs inside the idempotency protocol, see createTransferPolicy.
+	CreateTransfer(ctx context.Context, tx idem.Tx, request CreateTransferRequestObject) (CreateTransferResponseObject, error)
 }
+
+// createCreditPolicy is the idempotency policy of createCredit (POST /credits):
+// key from body /idempotency_key, required (maxLength 64);
+// lease 30s, retention 24h, no timeout, database default isolation.
+// Note: the key is the request body's /idempotency_key, as the spec declares it (named like an idempotency key).
+var createCreditPolicy = idem.MustPolicy(idem.Policy{
+	Operation:   "createCredit",
+	KeySource:   "body /idempotency_key",
+	KeyRequired: true,
+	KeySchema:   &idem.KeySchema{MaxLength: 64},
+	Lease:       30 * time.Second,
+	Retention:   24 * time.Hour,
+})
 
 // createPaymentPolicy is the idempotency policy of createPayment (POST /payments):
 // key from body /idempotency_key, required (maxLength 64);
@@ -61,6 +78,19 @@ var createShipmentPolicy = idem.MustPolicy(idem.Policy{
 	Retention:   24 * time.Hour,
 })
 
+// createTransferPolicy is the idempotency policy of createTransfer (POST /transfers):
+// key from body /idempotency_key, required (maxLength 64);
+// lease 30s, retention 24h, no timeout, database default isolation.
+// Note: the key is the request body's /idempotency_key, as the spec declares it (named like an idempotency key).
+var createTransferPolicy = idem.MustPolicy(idem.Policy{
+	Operation:   "createTransfer",
+	KeySource:   "body /idempotency_key",
+	KeyRequired: true,
+	KeySchema:   &idem.KeySchema{MaxLength: 64},
+	Lease:       30 * time.Second,
+	Retention:   24 * time.Hour,
+})
+
 // NewIdempotentStrictServer returns the StrictServerInterface that runs impl's marked
 // operations through store's idempotency protocol and passes the others through.
 //
@@ -84,6 +114,28 @@ func NewIdempotentStrictServer(impl IdempotentServerInterface, store *idem.Store
 type idempotentServer struct {
 	impl  IdempotentServerInterface
 	store *idem.Store
+}
+
+// CreateCredit runs impl.CreateCredit under createCreditPolicy.
+func (s *idempotentServer) CreateCredit(ctx context.Context, request CreateCreditRequestObject) (CreateCreditResponseObject, error) {
+	key, err := idem.KeyFromBody(request.Body, "/idempotency_key")
+	if err != nil {
+		return idemResponse{s.store.Reject(ctx, createCreditPolicy, err)}, nil
+	}
+	parts := []idem.Part{
+		{Name: "body", Value: request.Body},
+	}
+	resp, err := s.store.Do(ctx, createCreditPolicy, key, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
+		out, err := s.impl.CreateCredit(ctx, tx, request)
+		if err != nil || out == nil {
+			return nil, err // with out == nil and no error, Store.Do fails the call
+		}
+		return s.store.Record(out.VisitCreateCreditResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
+	})
+	if err != nil {
+		return nil, err
+	}
+	return idemResponse{resp}, nil
 }
 
 // CreatePayment runs impl.CreatePayment under createPaymentPolicy.
@@ -148,11 +200,39 @@ func (s *idempotentServer) CreateShipment(ctx context.Context, request CreateShi
 	return idemResponse{resp}, nil
 }
 
+// CreateTransfer runs impl.CreateTransfer under createTransferPolicy.
+func (s *idempotentServer) CreateTransfer(ctx context.Context, request CreateTransferRequestObject) (CreateTransferResponseObject, error) {
+	key, err := idem.KeyFromBody(request.JSONBody, "/idempotency_key")
+	if key == nil && err == nil { // the request sent another body
+		key, err = idem.KeyFromBody(request.ApplicationVndAcmePlusJSONBody, "/idempotency_key")
+	}
+	if err != nil {
+		return idemResponse{s.store.Reject(ctx, createTransferPolicy, err)}, nil
+	}
+	parts := []idem.Part{
+		{Name: "body application/json", Value: request.JSONBody},
+		{Name: "body application/vnd.acme+json", Value: request.ApplicationVndAcmePlusJSONBody},
+	}
+	resp, err := s.store.Do(ctx, createTransferPolicy, key, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
+		out, err := s.impl.CreateTransfer(ctx, tx, request)
+		if err != nil || out == nil {
+			return nil, err // with out == nil and no error, Store.Do fails the call
+		}
+		return s.store.Record(out.VisitCreateTransferResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
+	})
+	if err != nil {
+		return nil, err
+	}
+	return idemResponse{resp}, nil
+}
+
 // idemResponse is the answer the protocol decided for a marked operation: the handler's own
 // response (recorded), a replay of the stored one (Idempotent-Replayed: true), or a
 // rejection (400, 409, 413, 422; problem+json unless the store renders them otherwise).
 type idemResponse struct{ r *idem.Response }
 
+func (r idemResponse) VisitCreateCreditResponse(w http.ResponseWriter) error   { return r.r.WriteTo(w) }
 func (r idemResponse) VisitCreatePaymentResponse(w http.ResponseWriter) error  { return r.r.WriteTo(w) }
 func (r idemResponse) VisitCreateRefundResponse(w http.ResponseWriter) error   { return r.r.WriteTo(w) }
 func (r idemResponse) VisitCreateShipmentResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }
+func (r idemResponse) VisitCreateTransferResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }

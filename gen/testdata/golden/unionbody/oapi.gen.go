@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/oapi-codegen/runtime"
 )
@@ -28,6 +29,37 @@ type CardPayment struct {
 	Amount         int    `json:"amount"`
 	Card           string `json:"card"`
 	IdempotencyKey string `json:"idempotency_key"`
+}
+
+// CreateCreditJSONBody defines model for CreateCreditJSONBody.
+type CreateCreditJSONBody struct {
+	union json.RawMessage
+}
+
+// CreatePaymentJSONBody defines model for CreatePaymentJSONBody.
+type CreatePaymentJSONBody struct {
+	union json.RawMessage
+}
+
+// CreateShipmentJSONBody defines model for CreateShipmentJSONBody.
+type CreateShipmentJSONBody struct {
+	union json.RawMessage
+}
+
+// CreateTransferApplicationVndAcmePlusJSONBody defines model for CreateTransferApplicationVndAcmePlusJSONBody.
+type CreateTransferApplicationVndAcmePlusJSONBody struct {
+	union json.RawMessage
+}
+
+// CreateTransferJSONBody defines model for CreateTransferJSONBody.
+type CreateTransferJSONBody struct {
+	Iban           string `json:"iban"`
+	IdempotencyKey string `json:"idempotency_key"`
+}
+
+// CreateTransferJSONBody2 defines model for CreateTransferJSONBody2.
+type CreateTransferJSONBody2 struct {
+	union json.RawMessage
 }
 
 // Pallet defines model for Pallet.
@@ -53,15 +85,8 @@ type Refund struct {
 	union json.RawMessage
 }
 
-// CreatePaymentJSONBody defines parameters for CreatePayment.
-type CreatePaymentJSONBody struct {
-	union json.RawMessage
-}
-
-// CreateShipmentJSONBody defines parameters for CreateShipment.
-type CreateShipmentJSONBody struct {
-	union json.RawMessage
-}
+// Credit defines model for Credit.
+type Credit = CreateCreditJSONBody
 
 // CreateShipmentParams defines parameters for CreateShipment.
 type CreateShipmentParams struct {
@@ -69,31 +94,40 @@ type CreateShipmentParams struct {
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
 }
 
+// CreateCreditJSONRequestBody defines body for CreateCredit for application/json ContentType.
+type CreateCreditJSONRequestBody = CreateCreditJSONBody
+
 // CreatePaymentJSONRequestBody defines body for CreatePayment for application/json ContentType.
-type CreatePaymentJSONRequestBody CreatePaymentJSONBody
+type CreatePaymentJSONRequestBody = CreatePaymentJSONBody
 
 // CreateRefundJSONRequestBody defines body for CreateRefund for application/json ContentType.
 type CreateRefundJSONRequestBody = Refund
 
 // CreateShipmentJSONRequestBody defines body for CreateShipment for application/json ContentType.
-type CreateShipmentJSONRequestBody CreateShipmentJSONBody
+type CreateShipmentJSONRequestBody = CreateShipmentJSONBody
 
-// AsCardPayment returns the union data inside the Refund as a CardPayment
-func (t Refund) AsCardPayment() (CardPayment, error) {
+// CreateTransferJSONRequestBody defines body for CreateTransfer for application/json ContentType.
+type CreateTransferJSONRequestBody = CreateTransferJSONBody2
+
+// CreateTransferApplicationVndAcmePlusJSONRequestBody defines body for CreateTransfer for application/vnd.acme+json ContentType.
+type CreateTransferApplicationVndAcmePlusJSONRequestBody = CreateTransferApplicationVndAcmePlusJSONBody
+
+// AsCardPayment returns the union data inside the CreateCreditJSONBody as a CardPayment
+func (t CreateCreditJSONBody) AsCardPayment() (CardPayment, error) {
 	var body CardPayment
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromCardPayment overwrites any union data inside the Refund as the provided CardPayment
-func (t *Refund) FromCardPayment(v CardPayment) error {
+// FromCardPayment overwrites any union data inside the CreateCreditJSONBody as the provided CardPayment
+func (t *CreateCreditJSONBody) FromCardPayment(v CardPayment) error {
 	b, err := json.Marshal(v)
 	t.union = b
 	return err
 }
 
-// MergeCardPayment performs a merge with any union data inside the Refund, using the provided CardPayment
-func (t *Refund) MergeCardPayment(v CardPayment) error {
+// MergeCardPayment performs a merge with any union data inside the CreateCreditJSONBody, using the provided CardPayment
+func (t *CreateCreditJSONBody) MergeCardPayment(v CardPayment) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -104,22 +138,22 @@ func (t *Refund) MergeCardPayment(v CardPayment) error {
 	return err
 }
 
-// AsBankPayment returns the union data inside the Refund as a BankPayment
-func (t Refund) AsBankPayment() (BankPayment, error) {
+// AsBankPayment returns the union data inside the CreateCreditJSONBody as a BankPayment
+func (t CreateCreditJSONBody) AsBankPayment() (BankPayment, error) {
 	var body BankPayment
 	err := json.Unmarshal(t.union, &body)
 	return body, err
 }
 
-// FromBankPayment overwrites any union data inside the Refund as the provided BankPayment
-func (t *Refund) FromBankPayment(v BankPayment) error {
+// FromBankPayment overwrites any union data inside the CreateCreditJSONBody as the provided BankPayment
+func (t *CreateCreditJSONBody) FromBankPayment(v BankPayment) error {
 	b, err := json.Marshal(v)
 	t.union = b
 	return err
 }
 
-// MergeBankPayment performs a merge with any union data inside the Refund, using the provided BankPayment
-func (t *Refund) MergeBankPayment(v BankPayment) error {
+// MergeBankPayment performs a merge with any union data inside the CreateCreditJSONBody, using the provided BankPayment
+func (t *CreateCreditJSONBody) MergeBankPayment(v BankPayment) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -130,12 +164,12 @@ func (t *Refund) MergeBankPayment(v BankPayment) error {
 	return err
 }
 
-func (t Refund) MarshalJSON() ([]byte, error) {
+func (t CreateCreditJSONBody) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
 	return b, err
 }
 
-func (t *Refund) UnmarshalJSON(b []byte) error {
+func (t *CreateCreditJSONBody) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	return err
 }
@@ -303,8 +337,197 @@ func (t *CreateShipmentJSONBody) UnmarshalJSON(b []byte) error {
 	return err
 }
 
+// AsCardPayment returns the union data inside the CreateTransferApplicationVndAcmePlusJSONBody as a CardPayment
+func (t CreateTransferApplicationVndAcmePlusJSONBody) AsCardPayment() (CardPayment, error) {
+	var body CardPayment
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCardPayment overwrites any union data inside the CreateTransferApplicationVndAcmePlusJSONBody as the provided CardPayment
+func (t *CreateTransferApplicationVndAcmePlusJSONBody) FromCardPayment(v CardPayment) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCardPayment performs a merge with any union data inside the CreateTransferApplicationVndAcmePlusJSONBody, using the provided CardPayment
+func (t *CreateTransferApplicationVndAcmePlusJSONBody) MergeCardPayment(v CardPayment) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsCreateTransferJSONBody returns the union data inside the CreateTransferApplicationVndAcmePlusJSONBody as a CreateTransferJSONBody
+func (t CreateTransferApplicationVndAcmePlusJSONBody) AsCreateTransferJSONBody() (CreateTransferJSONBody, error) {
+	var body CreateTransferJSONBody
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCreateTransferJSONBody overwrites any union data inside the CreateTransferApplicationVndAcmePlusJSONBody as the provided CreateTransferJSONBody
+func (t *CreateTransferApplicationVndAcmePlusJSONBody) FromCreateTransferJSONBody(v CreateTransferJSONBody) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCreateTransferJSONBody performs a merge with any union data inside the CreateTransferApplicationVndAcmePlusJSONBody, using the provided CreateTransferJSONBody
+func (t *CreateTransferApplicationVndAcmePlusJSONBody) MergeCreateTransferJSONBody(v CreateTransferJSONBody) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t CreateTransferApplicationVndAcmePlusJSONBody) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *CreateTransferApplicationVndAcmePlusJSONBody) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsCardPayment returns the union data inside the CreateTransferJSONBody2 as a CardPayment
+func (t CreateTransferJSONBody2) AsCardPayment() (CardPayment, error) {
+	var body CardPayment
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCardPayment overwrites any union data inside the CreateTransferJSONBody2 as the provided CardPayment
+func (t *CreateTransferJSONBody2) FromCardPayment(v CardPayment) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCardPayment performs a merge with any union data inside the CreateTransferJSONBody2, using the provided CardPayment
+func (t *CreateTransferJSONBody2) MergeCardPayment(v CardPayment) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsBankPayment returns the union data inside the CreateTransferJSONBody2 as a BankPayment
+func (t CreateTransferJSONBody2) AsBankPayment() (BankPayment, error) {
+	var body BankPayment
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromBankPayment overwrites any union data inside the CreateTransferJSONBody2 as the provided BankPayment
+func (t *CreateTransferJSONBody2) FromBankPayment(v BankPayment) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeBankPayment performs a merge with any union data inside the CreateTransferJSONBody2, using the provided BankPayment
+func (t *CreateTransferJSONBody2) MergeBankPayment(v BankPayment) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t CreateTransferJSONBody2) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *CreateTransferJSONBody2) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsCardPayment returns the union data inside the Refund as a CardPayment
+func (t Refund) AsCardPayment() (CardPayment, error) {
+	var body CardPayment
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromCardPayment overwrites any union data inside the Refund as the provided CardPayment
+func (t *Refund) FromCardPayment(v CardPayment) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeCardPayment performs a merge with any union data inside the Refund, using the provided CardPayment
+func (t *Refund) MergeCardPayment(v CardPayment) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsBankPayment returns the union data inside the Refund as a BankPayment
+func (t Refund) AsBankPayment() (BankPayment, error) {
+	var body BankPayment
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromBankPayment overwrites any union data inside the Refund as the provided BankPayment
+func (t *Refund) FromBankPayment(v BankPayment) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeBankPayment performs a merge with any union data inside the Refund, using the provided BankPayment
+func (t *Refund) MergeBankPayment(v BankPayment) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t Refund) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *Refund) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // ServerInterface represents all server handlers.
 type ServerInterface interface {
+
+	// (POST /credits)
+	CreateCredit(w http.ResponseWriter, r *http.Request)
 
 	// (POST /payments)
 	CreatePayment(w http.ResponseWriter, r *http.Request)
@@ -314,6 +537,9 @@ type ServerInterface interface {
 
 	// (POST /shipments)
 	CreateShipment(w http.ResponseWriter, r *http.Request, params CreateShipmentParams)
+
+	// (POST /transfers)
+	CreateTransfer(w http.ResponseWriter, r *http.Request)
 }
 
 // ServerInterfaceWrapper converts contexts to parameters.
@@ -324,6 +550,20 @@ type ServerInterfaceWrapper struct {
 }
 
 type MiddlewareFunc func(http.Handler) http.Handler
+
+// CreateCredit operation middleware
+func (siw *ServerInterfaceWrapper) CreateCredit(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateCredit(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
 
 // CreatePayment operation middleware
 func (siw *ServerInterfaceWrapper) CreatePayment(w http.ResponseWriter, r *http.Request) {
@@ -385,6 +625,20 @@ func (siw *ServerInterfaceWrapper) CreateShipment(w http.ResponseWriter, r *http
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CreateShipment(w, r, params)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateTransfer operation middleware
+func (siw *ServerInterfaceWrapper) CreateTransfer(w http.ResponseWriter, r *http.Request) {
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateTransfer(w, r)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -514,11 +768,35 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 		ErrorHandlerFunc:   options.ErrorHandlerFunc,
 	}
 
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/credits", wrapper.CreateCredit)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/payments", wrapper.CreatePayment)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/refunds", wrapper.CreateRefund)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/shipments", wrapper.CreateShipment)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/transfers", wrapper.CreateTransfer)
 
 	return m
+}
+
+type CreateCreditRequestObject struct {
+	Body *CreateCreditJSONRequestBody
+}
+
+type CreateCreditResponseObject interface {
+	VisitCreateCreditResponse(w http.ResponseWriter) error
+}
+
+type CreateCredit201JSONResponse Receipt
+
+func (response CreateCredit201JSONResponse) VisitCreateCreditResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
 }
 
 type CreatePaymentRequestObject struct {
@@ -588,8 +866,34 @@ func (response CreateShipment201JSONResponse) VisitCreateShipmentResponse(w http
 	return err
 }
 
+type CreateTransferRequestObject struct {
+	JSONBody                       *CreateTransferJSONRequestBody
+	ApplicationVndAcmePlusJSONBody *CreateTransferApplicationVndAcmePlusJSONRequestBody
+}
+
+type CreateTransferResponseObject interface {
+	VisitCreateTransferResponse(w http.ResponseWriter) error
+}
+
+type CreateTransfer201JSONResponse Receipt
+
+func (response CreateTransfer201JSONResponse) VisitCreateTransferResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
 // StrictServerInterface represents all server handlers.
 type StrictServerInterface interface {
+
+	// (POST /credits)
+	CreateCredit(ctx context.Context, request CreateCreditRequestObject) (CreateCreditResponseObject, error)
 
 	// (POST /payments)
 	CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error)
@@ -599,6 +903,9 @@ type StrictServerInterface interface {
 
 	// (POST /shipments)
 	CreateShipment(ctx context.Context, request CreateShipmentRequestObject) (CreateShipmentResponseObject, error)
+
+	// (POST /transfers)
+	CreateTransfer(ctx context.Context, request CreateTransferRequestObject) (CreateTransferResponseObject, error)
 }
 
 type StrictHandlerFunc func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error)
@@ -638,6 +945,37 @@ type strictHandler struct {
 	ssi         StrictServerInterface
 	middlewares []StrictMiddlewareFunc
 	options     StrictHTTPServerOptions
+}
+
+// CreateCredit operation middleware
+func (sh *strictHandler) CreateCredit(w http.ResponseWriter, r *http.Request) {
+	var request CreateCreditRequestObject
+
+	var body CreateCreditJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateCredit(ctx, request.(CreateCreditRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateCredit")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateCreditResponseObject); ok {
+		if err := validResponse.VisitCreateCreditResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
 }
 
 // CreatePayment operation middleware
@@ -728,6 +1066,51 @@ func (sh *strictHandler) CreateShipment(w http.ResponseWriter, r *http.Request, 
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CreateShipmentResponseObject); ok {
 		if err := validResponse.VisitCreateShipmentResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateTransfer operation middleware
+func (sh *strictHandler) CreateTransfer(w http.ResponseWriter, r *http.Request) {
+	var request CreateTransferRequestObject
+
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
+
+		var body CreateTransferJSONRequestBody
+		if err := runtime.BindJSONBody(r, &body); err != nil {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+		request.JSONBody = &body
+
+	}
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "application/vnd.acme+json") {
+
+		var body CreateTransferApplicationVndAcmePlusJSONRequestBody
+		if err := runtime.BindJSONBody(r, &body); err != nil {
+			sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+			return
+		}
+		request.ApplicationVndAcmePlusJSONBody = &body
+
+	}
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateTransfer(ctx, request.(CreateTransferRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateTransfer")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateTransferResponseObject); ok {
+		if err := validResponse.VisitCreateTransferResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
