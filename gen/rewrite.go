@@ -40,7 +40,7 @@ func prepareBase(doc *openapi3.T, m *model, external bool, router string) ([]cod
 		}
 	}
 	if !external {
-		if err := componentUnionBodies(doc); err != nil {
+		if err := componentMethodBodies(doc); err != nil {
 			return nil, err
 		}
 	}

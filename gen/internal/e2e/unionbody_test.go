@@ -14,8 +14,8 @@ import (
 	"github.com/idemgen/idemgen/idem"
 )
 
-// Inline oneOf/anyOf request bodies (oapi-codegen issue 2498): the business gets the
-// decoded union, the fingerprint is its JSON (another payload under the same key is a
+// Inline oneOf/anyOf request bodies (oapi-codegen issue 2498), and objects with
+// additionalProperties: the business gets the decoded body, the fingerprint is its JSON (another payload under the same key is a
 // 422, not a replay), and a body key inside the union is the key.
 
 // unions records, in the receipt it answers with, the JSON of the body the business got
@@ -62,6 +62,11 @@ func (u *unions) CreateCredit(ctx context.Context, tx idem.Tx, req unionbody.Cre
 	return unionbody.CreateCredit201JSONResponse(r), err
 }
 
+func (u *unions) CreateLabel(ctx context.Context, tx idem.Tx, req unionbody.CreateLabelRequestObject) (unionbody.CreateLabelResponseObject, error) {
+	r, err := u.save(ctx, tx, req.Body)
+	return unionbody.CreateLabel201JSONResponse(r), err
+}
+
 func unionServer(t *testing.T) (*httptest.Server, *unions, *pgxpool.Pool) {
 	t.Helper()
 	pool := keyDB(t)
@@ -86,8 +91,9 @@ func summary(t *testing.T, r result) string {
 }
 
 // Each union body, inline (oneOf, anyOf with a discriminator, in another JSON media type,
-// in a components/requestBodies entry) or held in a component, the key in the body (every
-// member declares it) or, for the shipments, in the added header: the business gets the
+// in a components/requestBodies entry) or held in a component, and an inline object with
+// additionalProperties, the key in the body (every
+// member declares it) or, for the shipments and labels, in the added header: the business gets the
 // JSON the client sent, a retry (its fields in another order) replays, the same key with another payload
 // is a 422, and the business ran once.
 func TestUnionBodies(t *testing.T) {
@@ -129,6 +135,15 @@ func TestUnionBodies(t *testing.T) {
 			retry: `{"card":"4000","amount":2,"idempotency_key":"c-1"}`,
 			other: `{"idempotency_key": "c-1", "card": "4000", "amount": 3}`,
 			seen:  `{"amount":2,"card":"4000","idempotency_key":"c-1"}`,
+		},
+		{
+			name:   "inline object with additionalProperties",
+			path:   "/labels",
+			header: map[string]string{"Idempotency-Key": "label-1"},
+			body:   `{"name": "urgent", "color": "red"}`,
+			retry:  `{"color":"red","name":"urgent"}`,
+			other:  `{"name": "urgent", "color": "blue"}`,
+			seen:   `{"color":"red","name":"urgent"}`,
 		},
 		{
 			name:  "union component",

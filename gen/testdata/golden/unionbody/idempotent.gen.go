@@ -18,6 +18,8 @@ import (
 type IdempotentServerInterface interface {
 	// CreateCredit (POST /credits) runs inside the idempotency protocol, see createCreditPolicy.
 	CreateCredit(ctx context.Context, tx idem.Tx, request CreateCreditRequestObject) (CreateCreditResponseObject, error)
+	// CreateLabel (POST /labels) runs inside the idempotency protocol, see createLabelPolicy.
+	CreateLabel(ctx context.Context, tx idem.Tx, request CreateLabelRequestObject) (CreateLabelResponseObject, error)
 	// CreatePayment (POST /payments) runs inside the idempotency protocol, see createPaymentPolicy.
 	CreatePayment(ctx context.Context, tx idem.Tx, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error)
 	// CreateRefund (POST /refunds) runs inside the idempotency protocol, see createRefundPolicy.
@@ -37,6 +39,17 @@ var createCreditPolicy = idem.MustPolicy(idem.Policy{
 	KeySource:   "body /idempotency_key",
 	KeyRequired: true,
 	KeySchema:   &idem.KeySchema{MaxLength: 64},
+	Lease:       30 * time.Second,
+	Retention:   24 * time.Hour,
+})
+
+// createLabelPolicy is the idempotency policy of createLabel (POST /labels):
+// key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// lease 30s, retention 24h, no timeout, database default isolation.
+var createLabelPolicy = idem.MustPolicy(idem.Policy{
+	Operation:   "createLabel",
+	KeySource:   "header Idempotency-Key",
+	KeyRequired: false,
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
 })
@@ -138,6 +151,24 @@ func (s *idempotentServer) CreateCredit(ctx context.Context, request CreateCredi
 	return idemResponse{resp}, nil
 }
 
+// CreateLabel runs impl.CreateLabel under createLabelPolicy.
+func (s *idempotentServer) CreateLabel(ctx context.Context, request CreateLabelRequestObject) (CreateLabelResponseObject, error) {
+	parts := []idem.Part{
+		{Name: "body", Value: request.Body},
+	}
+	resp, err := s.store.Do(ctx, createLabelPolicy, request.Params.IdempotencyKey, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
+		out, err := s.impl.CreateLabel(ctx, tx, request)
+		if err != nil || out == nil {
+			return nil, err // with out == nil and no error, Store.Do fails the call
+		}
+		return s.store.Record(out.VisitCreateLabelResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
+	})
+	if err != nil {
+		return nil, err
+	}
+	return idemResponse{resp}, nil
+}
+
 // CreatePayment runs impl.CreatePayment under createPaymentPolicy.
 func (s *idempotentServer) CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error) {
 	key, err := idem.KeyFromBody(request.Body, "/idempotency_key")
@@ -232,6 +263,7 @@ func (s *idempotentServer) CreateTransfer(ctx context.Context, request CreateTra
 type idemResponse struct{ r *idem.Response }
 
 func (r idemResponse) VisitCreateCreditResponse(w http.ResponseWriter) error   { return r.r.WriteTo(w) }
+func (r idemResponse) VisitCreateLabelResponse(w http.ResponseWriter) error    { return r.r.WriteTo(w) }
 func (r idemResponse) VisitCreatePaymentResponse(w http.ResponseWriter) error  { return r.r.WriteTo(w) }
 func (r idemResponse) VisitCreateRefundResponse(w http.ResponseWriter) error   { return r.r.WriteTo(w) }
 func (r idemResponse) VisitCreateShipmentResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }

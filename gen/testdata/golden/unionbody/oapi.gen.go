@@ -36,6 +36,12 @@ type CreateCreditJSONBody struct {
 	union json.RawMessage
 }
 
+// CreateLabelJSONBody defines model for CreateLabelJSONBody.
+type CreateLabelJSONBody struct {
+	Name                 string            `json:"name"`
+	AdditionalProperties map[string]string `json:"-"`
+}
+
 // CreatePaymentJSONBody defines model for CreatePaymentJSONBody.
 type CreatePaymentJSONBody struct {
 	union json.RawMessage
@@ -88,6 +94,12 @@ type Refund struct {
 // Credit defines model for Credit.
 type Credit = CreateCreditJSONBody
 
+// CreateLabelParams defines parameters for CreateLabel.
+type CreateLabelParams struct {
+	// IdempotencyKey Idempotency key of the request (added by idemgen).
+	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
 // CreateShipmentParams defines parameters for CreateShipment.
 type CreateShipmentParams struct {
 	// IdempotencyKey Idempotency key of the request (added by idemgen).
@@ -96,6 +108,9 @@ type CreateShipmentParams struct {
 
 // CreateCreditJSONRequestBody defines body for CreateCredit for application/json ContentType.
 type CreateCreditJSONRequestBody = CreateCreditJSONBody
+
+// CreateLabelJSONRequestBody defines body for CreateLabel for application/json ContentType.
+type CreateLabelJSONRequestBody = CreateLabelJSONBody
 
 // CreatePaymentJSONRequestBody defines body for CreatePayment for application/json ContentType.
 type CreatePaymentJSONRequestBody = CreatePaymentJSONBody
@@ -111,6 +126,72 @@ type CreateTransferJSONRequestBody = CreateTransferJSONBody2
 
 // CreateTransferApplicationVndAcmePlusJSONRequestBody defines body for CreateTransfer for application/vnd.acme+json ContentType.
 type CreateTransferApplicationVndAcmePlusJSONRequestBody = CreateTransferApplicationVndAcmePlusJSONBody
+
+// Getter for additional properties for CreateLabelJSONBody. Returns the specified
+// element and whether it was found
+func (a CreateLabelJSONBody) Get(fieldName string) (value string, found bool) {
+	if a.AdditionalProperties != nil {
+		value, found = a.AdditionalProperties[fieldName]
+	}
+	return
+}
+
+// Setter for additional properties for CreateLabelJSONBody
+func (a *CreateLabelJSONBody) Set(fieldName string, value string) {
+	if a.AdditionalProperties == nil {
+		a.AdditionalProperties = make(map[string]string)
+	}
+	a.AdditionalProperties[fieldName] = value
+}
+
+// Override default JSON handling for CreateLabelJSONBody to handle AdditionalProperties
+func (a *CreateLabelJSONBody) UnmarshalJSON(b []byte) error {
+	object := make(map[string]json.RawMessage)
+	err := json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["name"]; found {
+		err = json.Unmarshal(raw, &a.Name)
+		if err != nil {
+			return fmt.Errorf("error reading 'name': %w", err)
+		}
+		delete(object, "name")
+	}
+
+	if len(object) != 0 {
+		a.AdditionalProperties = make(map[string]string)
+		for fieldName, fieldBuf := range object {
+			var fieldVal string
+			err := json.Unmarshal(fieldBuf, &fieldVal)
+			if err != nil {
+				return fmt.Errorf("error unmarshaling field %s: %w", fieldName, err)
+			}
+			a.AdditionalProperties[fieldName] = fieldVal
+		}
+	}
+	return nil
+}
+
+// Override default JSON handling for CreateLabelJSONBody to handle AdditionalProperties
+func (a CreateLabelJSONBody) MarshalJSON() ([]byte, error) {
+	var err error
+	object := make(map[string]json.RawMessage)
+
+	object["name"], err = json.Marshal(a.Name)
+	if err != nil {
+		return nil, fmt.Errorf("error marshaling 'name': %w", err)
+	}
+
+	for fieldName, field := range a.AdditionalProperties {
+		object[fieldName], err = json.Marshal(field)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling '%s': %w", fieldName, err)
+		}
+	}
+	return json.Marshal(object)
+}
 
 // AsCardPayment returns the union data inside the CreateCreditJSONBody as a CardPayment
 func (t CreateCreditJSONBody) AsCardPayment() (CardPayment, error) {
@@ -529,6 +610,9 @@ type ServerInterface interface {
 	// (POST /credits)
 	CreateCredit(w http.ResponseWriter, r *http.Request)
 
+	// (POST /labels)
+	CreateLabel(w http.ResponseWriter, r *http.Request, params CreateLabelParams)
+
 	// (POST /payments)
 	CreatePayment(w http.ResponseWriter, r *http.Request)
 
@@ -556,6 +640,47 @@ func (siw *ServerInterfaceWrapper) CreateCredit(w http.ResponseWriter, r *http.R
 
 	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		siw.Handler.CreateCredit(w, r)
+	}))
+
+	for _, middleware := range siw.HandlerMiddlewares {
+		handler = middleware(handler)
+	}
+
+	handler.ServeHTTP(w, r)
+}
+
+// CreateLabel operation middleware
+func (siw *ServerInterfaceWrapper) CreateLabel(w http.ResponseWriter, r *http.Request) {
+
+	var err error
+	_ = err
+
+	// Parameter object where we will unmarshal all parameters from the context
+	var params CreateLabelParams
+
+	headers := r.Header
+
+	// ------------- Optional header parameter "Idempotency-Key" -------------
+	if valueList, found := headers[http.CanonicalHeaderKey("Idempotency-Key")]; found {
+		var IdempotencyKey string
+		n := len(valueList)
+		if n != 1 {
+			siw.ErrorHandlerFunc(w, r, &TooManyValuesForParamError{ParamName: "Idempotency-Key", Count: n})
+			return
+		}
+
+		err = runtime.BindStyledParameterWithOptions("simple", "Idempotency-Key", valueList[0], &IdempotencyKey, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "string", Format: ""})
+		if err != nil {
+			siw.ErrorHandlerFunc(w, r, &InvalidParamFormatError{ParamName: "Idempotency-Key", Err: err})
+			return
+		}
+
+		params.IdempotencyKey = &IdempotencyKey
+
+	}
+
+	handler := http.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		siw.Handler.CreateLabel(w, r, params)
 	}))
 
 	for _, middleware := range siw.HandlerMiddlewares {
@@ -769,6 +894,7 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	}
 
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/credits", wrapper.CreateCredit)
+	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/labels", wrapper.CreateLabel)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/payments", wrapper.CreatePayment)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/refunds", wrapper.CreateRefund)
 	m.HandleFunc(http.MethodPost+" "+options.BaseURL+"/shipments", wrapper.CreateShipment)
@@ -788,6 +914,29 @@ type CreateCreditResponseObject interface {
 type CreateCredit201JSONResponse Receipt
 
 func (response CreateCredit201JSONResponse) VisitCreateCreditResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CreateLabelRequestObject struct {
+	Params CreateLabelParams
+	Body   *CreateLabelJSONRequestBody
+}
+
+type CreateLabelResponseObject interface {
+	VisitCreateLabelResponse(w http.ResponseWriter) error
+}
+
+type CreateLabel201JSONResponse Receipt
+
+func (response CreateLabel201JSONResponse) VisitCreateLabelResponse(w http.ResponseWriter) error {
 
 	var buf bytes.Buffer
 	if err := json.NewEncoder(&buf).Encode(response); err != nil {
@@ -895,6 +1044,9 @@ type StrictServerInterface interface {
 	// (POST /credits)
 	CreateCredit(ctx context.Context, request CreateCreditRequestObject) (CreateCreditResponseObject, error)
 
+	// (POST /labels)
+	CreateLabel(ctx context.Context, request CreateLabelRequestObject) (CreateLabelResponseObject, error)
+
 	// (POST /payments)
 	CreatePayment(ctx context.Context, request CreatePaymentRequestObject) (CreatePaymentResponseObject, error)
 
@@ -971,6 +1123,39 @@ func (sh *strictHandler) CreateCredit(w http.ResponseWriter, r *http.Request) {
 		sh.options.ResponseErrorHandlerFunc(w, r, err)
 	} else if validResponse, ok := response.(CreateCreditResponseObject); ok {
 		if err := validResponse.VisitCreateCreditResponse(w); err != nil {
+			sh.options.ResponseErrorHandlerFunc(w, r, err)
+		}
+	} else if response != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, fmt.Errorf("unexpected response type: %T", response))
+	}
+}
+
+// CreateLabel operation middleware
+func (sh *strictHandler) CreateLabel(w http.ResponseWriter, r *http.Request, params CreateLabelParams) {
+	var request CreateLabelRequestObject
+
+	request.Params = params
+
+	var body CreateLabelJSONRequestBody
+	if err := runtime.BindJSONBody(r, &body); err != nil {
+		sh.options.RequestErrorHandlerFunc(w, r, fmt.Errorf("can't decode JSON body: %w", err))
+		return
+	}
+	request.Body = &body
+
+	handler := func(ctx context.Context, w http.ResponseWriter, r *http.Request, request interface{}) (interface{}, error) {
+		return sh.ssi.CreateLabel(ctx, request.(CreateLabelRequestObject))
+	}
+	for _, middleware := range sh.middlewares {
+		handler = middleware(handler, "CreateLabel")
+	}
+
+	response, err := handler(r.Context(), w, r, request)
+
+	if err != nil {
+		sh.options.ResponseErrorHandlerFunc(w, r, err)
+	} else if validResponse, ok := response.(CreateLabelResponseObject); ok {
+		if err := validResponse.VisitCreateLabelResponse(w); err != nil {
 			sh.options.ResponseErrorHandlerFunc(w, r, err)
 		}
 	} else if response != nil {
