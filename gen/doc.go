@@ -282,7 +282,9 @@
 //     body key would see {}. The body of a $ref is an alias, with the methods. A schema
 //     several operations share (a components/requestBodies entry) moves once, named
 //     after the first operation. Form and multipart bodies are not moved (the methods
-//     are JSON's), and neither is anything with -base=external (methodbodies.go).
+//     are JSON's) (methodbodies.go). With -base=external nothing can be moved: a marked
+//     operation whose body type in the package lost the methods is an error at its
+//     marker (external.go); output whose body types forward them passes.
 //   - Bundler output that is not OpenAPI, content: {$ref: '#/components/mediaTypes/X'}
 //     where a content map belongs, is resolved when the $ref names a content map of the
 //     document (media type → media type object), and so is OpenAPI 3.2's $ref per media

@@ -457,6 +457,72 @@ func TestExternalBase(t *testing.T) {
 	}
 }
 
+// TestExternalBaseLostBodyJSON: with -base=external, a marked operation whose JSON request
+// body type in oapi-codegen's output lost the union's JSON methods (an inline oneOf: its
+// issue 2498) is an error at its marker; a union held in a component is not; and output
+// whose request body type forwards the methods (as oapi-codegen's fix does) passes.
+func TestExternalBaseLostBodyJSON(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "openapi.yaml")
+	err := os.WriteFile(spec, []byte(`openapi: "3.0.3"
+info: {title: t, version: "1"}
+paths:
+  /payments:
+    post:
+      operationId: createPayment
+      x-idempotent: true
+      parameters:
+        - {name: Idempotency-Key, in: header, schema: {type: string}}
+      requestBody:
+        content:
+          application/json:
+            schema:
+              oneOf: [{$ref: '#/components/schemas/Card'}, {$ref: '#/components/schemas/Bank'}]
+      responses:
+        '201': {description: created}
+  /refunds:
+    post:
+      operationId: createRefund
+      x-idempotent: true
+      parameters:
+        - {name: Idempotency-Key, in: header, schema: {type: string}}
+      requestBody:
+        content:
+          application/json:
+            schema: {$ref: '#/components/schemas/Refund'}
+      responses:
+        '201': {description: created}
+components:
+  schemas:
+    Refund:
+      oneOf: [{$ref: '#/components/schemas/Card'}, {$ref: '#/components/schemas/Bank'}]
+    Card: {type: object, properties: {card: {type: string}}}
+    Bank: {type: object, properties: {iban: {type: string}}}
+`), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := oapiCodegen(t, spec, "api", codegen.GenerateOptions{Models: true, StdHTTPServer: true, Strict: true})
+	if err := os.WriteFile(filepath.Join(dir, "api.gen.go"), theirs, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts := gen.Options{Spec: spec, Package: "api", Base: gen.BaseExternal, Dir: dir}
+	_, err = gen.Generate(opts)
+	errs := gen.Errors(err)
+	want := spec + ":7:7: x-idempotent: POST /payments: with -base=external, the package's CreatePaymentJSONRequestBody is a defined type of CreatePaymentJSONBody without its MarshalJSON/UnmarshalJSON"
+	if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), want) {
+		t.Fatalf("err = %v\nwant one error starting %s", err, want)
+	}
+	forward := "\nfunc (b CreatePaymentJSONRequestBody) MarshalJSON() ([]byte, error) { return CreatePaymentJSONBody(b).MarshalJSON() }\n" +
+		"func (b *CreatePaymentJSONRequestBody) UnmarshalJSON(data []byte) error { return (*CreatePaymentJSONBody)(b).UnmarshalJSON(data) }\n"
+	if err := os.WriteFile(filepath.Join(dir, "api.gen.go"), append(theirs, forward...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gen.Generate(opts); err != nil {
+		t.Errorf("with forwarding methods: %v", err)
+	}
+}
+
 // TestUnknownRouter: a router idemgen writes no base for is an error that lists the others.
 func TestUnknownRouter(t *testing.T) {
 	_, err := gen.Generate(gen.Options{Spec: routersSpec, Package: "x", Router: "fiber"})
