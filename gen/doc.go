@@ -271,6 +271,20 @@
 //     sharing a name) is dropped: the union is generated without its discriminator
 //     accessors; its JSON is unchanged.
 //   - OpenAPI 3.1 webhooks and callbacks (requests the service sends) are dropped.
+//   - An inline schema of an operation's JSON request body whose Go type oapi-codegen
+//     gives MarshalJSON/UnmarshalJSON (a oneOf/anyOf union; an object with
+//     additionalProperties beside its properties) moves into components/schemas, a $ref
+//     in its place, under the name oapi-codegen gives the body type
+//     (CreatePaymentJSONBody; a taken key gets CreatePaymentJSONBody2). oapi-codegen
+//     (v2.8.2, its issue 2498) declares the request body type of an inline body as a
+//     defined type, CreatePaymentJSONRequestBody, without those methods: the body would
+//     decode empty (or without its additional properties), and the fingerprint and a
+//     body key would see {}. The body of a $ref is an alias, with the methods. A schema
+//     several operations share (a components/requestBodies entry) moves once, named
+//     after the first operation. Form and multipart bodies are not moved (the methods
+//     are JSON's) (methodbodies.go). With -base=external nothing can be moved: a marked
+//     operation whose body type in the package lost the methods is an error at its
+//     marker (external.go); output whose body types forward them passes.
 //   - Bundler output that is not OpenAPI, content: {$ref: '#/components/mediaTypes/X'}
 //     where a content map belongs, is resolved when the $ref names a content map of the
 //     document (media type → media type object), and so is OpenAPI 3.2's $ref per media

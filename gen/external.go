@@ -15,15 +15,18 @@ import (
 
 // checkExternalBase checks, for -base=external, that the Go files already in dir declare
 // what the idempotent layer refers to: StrictServerInterface and each operation's request
-// and response object types, in package pkg. It returns the package's router (see
-// externalRouter; router is Options.Router).
-func checkExternalBase(dir, pkg, router string, ops []codegen.OperationDefinition) (string, error) {
+// and response object types, in package pkg; and that no marked operation's JSON request
+// body type lost its JSON methods (see lostBodyJSON). It returns the package's router
+// (see externalRouter; router is Options.Router).
+func checkExternalBase(dir, pkg, router string, ops []codegen.OperationDefinition, marked []*operation) (string, error) {
 	hint := fmt.Sprintf("-base=%s needs oapi-codegen's output (models, a server, strict-server) for this spec in package %s in %s; generate it there first, or use -base=%s", BaseExternal, pkg, dir, BaseOapiCodegen)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return "", fmt.Errorf("%v; %s", err, hint)
 	}
 	decls := map[string]bool{}
+	types := map[string]*ast.TypeSpec{}
+	jsonMethods := map[string]bool{} // receiver type names with MarshalJSON or UnmarshalJSON
 	var pkgs, ours []string
 	fset := token.NewFileSet()
 	for _, e := range entries {
@@ -46,9 +49,19 @@ func checkExternalBase(dir, pkg, router string, ops []codegen.OperationDefinitio
 			continue
 		}
 		for _, decl := range f.Decls {
-			if g, ok := decl.(*ast.GenDecl); ok && g.Tok == token.TYPE {
-				for _, s := range g.Specs {
-					decls[s.(*ast.TypeSpec).Name.Name] = true
+			switch d := decl.(type) {
+			case *ast.GenDecl:
+				if d.Tok == token.TYPE {
+					for _, s := range d.Specs {
+						ts := s.(*ast.TypeSpec)
+						decls[ts.Name.Name], types[ts.Name.Name] = true, ts
+					}
+				}
+			case *ast.FuncDecl:
+				if d.Recv != nil && len(d.Recv.List) == 1 && (d.Name.Name == "MarshalJSON" || d.Name.Name == "UnmarshalJSON") {
+					if n := receiverName(d.Recv.List[0].Type); n != "" {
+						jsonMethods[n] = true
+					}
 				}
 			}
 		}
@@ -66,6 +79,9 @@ func checkExternalBase(dir, pkg, router string, ops []codegen.OperationDefinitio
 		}
 	}
 	if len(missing) == 0 {
+		if err := lostBodyJSON(ops, marked, types, jsonMethods); err != nil {
+			return "", err
+		}
 		return externalRouter(router, decls)
 	}
 	sort.Strings(missing)
@@ -96,4 +112,52 @@ func writtenByIdemgen(f *ast.File) bool {
 		}
 	}
 	return false
+}
+
+// lostBodyJSON reports, located at its marker, each marked operation whose JSON request
+// body type in the package's oapi-codegen output is a defined type (not an alias) of a
+// type with MarshalJSON/UnmarshalJSON that it does not have itself: oapi-codegen v2.8.2
+// declares one so for an inline oneOf/anyOf body (its issue 2498) or an inline object with
+// additionalProperties, and the body then decodes empty, so the fingerprint and a body key
+// would see {}. idemgen moves such schemas into components in its own base; it cannot
+// rewrite the package's. An oapi-codegen whose request body types forward the methods
+// passes.
+func lostBodyJSON(ops []codegen.OperationDefinition, marked []*operation, types map[string]*ast.TypeSpec, jsonMethods map[string]bool) error {
+	byRoute := map[string]*operation{}
+	for _, o := range marked {
+		byRoute[o.Method+" "+o.Path] = o
+	}
+	var errs ErrorList
+	for _, def := range ops {
+		o := byRoute[strings.ToUpper(def.Method)+" "+def.Path]
+		if def.IsAlias || o == nil {
+			continue
+		}
+		for _, b := range def.Bodies {
+			name := def.OperationId + b.NameTag + "RequestBody"
+			ts := types[name]
+			if !isJSON(b.ContentType) || ts == nil || ts.Assign.IsValid() || jsonMethods[name] {
+				continue
+			}
+			if under, ok := ts.Type.(*ast.Ident); ok && jsonMethods[under.Name] {
+				errs.add(o.Pos, "%s: %s %s: with -base=%s, the package's %s is a defined type of %s without its MarshalJSON/UnmarshalJSON (oapi-codegen's issue 2498: an inline oneOf/anyOf %s body, or one with additionalProperties), so the request body would decode empty and the fingerprint would not see it; move the body's schema into components/schemas and refer to it with $ref, or use -base=%s",
+					MarkerExt, o.Method, o.Path, BaseExternal, name, under.Name, b.ContentType, BaseOapiCodegen)
+			}
+		}
+	}
+	return errs.err()
+}
+
+// receiverName is the type name of a method receiver: T or *T (T[P] for generic types).
+func receiverName(e ast.Expr) string {
+	if s, ok := e.(*ast.StarExpr); ok {
+		e = s.X
+	}
+	if ix, ok := e.(*ast.IndexExpr); ok {
+		e = ix.X
+	}
+	if id, ok := e.(*ast.Ident); ok {
+		return id.Name
+	}
+	return ""
 }

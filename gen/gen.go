@@ -126,7 +126,7 @@ func Generate(opts Options) ([]File, error) {
 		return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
 	}
 	if opts.Base == BaseExternal {
-		if opts.Router, err = checkExternalBase(opts.Dir, opts.Package, opts.Router, b.ops); err != nil {
+		if opts.Router, err = checkExternalBase(opts.Dir, opts.Package, opts.Router, b.ops, m.Ops); err != nil {
 			return nil, err
 		}
 	}

@@ -61,6 +61,7 @@ var goldenCases = []string{
 	"ginexternal",  // the same for gin
 	"redisstore",   // store: redis beside PostgreSQL operations (idem/idemredis compiles it: not a dependency of this module)
 	"redisonly",    // store: redis as the document default, every POST marked
+	"unionbody",    // inline oneOf/anyOf request bodies (oapi-codegen issue 2498): moved into components, their JSON kept
 }
 
 // goldenRedis are the cases whose generated code imports idem/idemredis, a module of its
@@ -453,6 +454,72 @@ func TestExternalBase(t *testing.T) {
 	}
 	if len(files) != 2 || files[0].Name != gen.SpecFile || files[1].Name != gen.IdempotentFile || !bytes.Equal(files[1].Data, want) {
 		t.Errorf("external base: got %v, want only %s and %s as in the golden case", names(files), gen.SpecFile, gen.IdempotentFile)
+	}
+}
+
+// TestExternalBaseLostBodyJSON: with -base=external, a marked operation whose JSON request
+// body type in oapi-codegen's output lost the union's JSON methods (an inline oneOf: its
+// issue 2498) is an error at its marker; a union held in a component is not; and output
+// whose request body type forwards the methods (as oapi-codegen's fix does) passes.
+func TestExternalBaseLostBodyJSON(t *testing.T) {
+	dir := t.TempDir()
+	spec := filepath.Join(dir, "openapi.yaml")
+	err := os.WriteFile(spec, []byte(`openapi: "3.0.3"
+info: {title: t, version: "1"}
+paths:
+  /payments:
+    post:
+      operationId: createPayment
+      x-idempotent: true
+      parameters:
+        - {name: Idempotency-Key, in: header, schema: {type: string}}
+      requestBody:
+        content:
+          application/json:
+            schema:
+              oneOf: [{$ref: '#/components/schemas/Card'}, {$ref: '#/components/schemas/Bank'}]
+      responses:
+        '201': {description: created}
+  /refunds:
+    post:
+      operationId: createRefund
+      x-idempotent: true
+      parameters:
+        - {name: Idempotency-Key, in: header, schema: {type: string}}
+      requestBody:
+        content:
+          application/json:
+            schema: {$ref: '#/components/schemas/Refund'}
+      responses:
+        '201': {description: created}
+components:
+  schemas:
+    Refund:
+      oneOf: [{$ref: '#/components/schemas/Card'}, {$ref: '#/components/schemas/Bank'}]
+    Card: {type: object, properties: {card: {type: string}}}
+    Bank: {type: object, properties: {iban: {type: string}}}
+`), 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs := oapiCodegen(t, spec, "api", codegen.GenerateOptions{Models: true, StdHTTPServer: true, Strict: true})
+	if err := os.WriteFile(filepath.Join(dir, "api.gen.go"), theirs, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts := gen.Options{Spec: spec, Package: "api", Base: gen.BaseExternal, Dir: dir}
+	_, err = gen.Generate(opts)
+	errs := gen.Errors(err)
+	want := spec + ":7:7: x-idempotent: POST /payments: with -base=external, the package's CreatePaymentJSONRequestBody is a defined type of CreatePaymentJSONBody without its MarshalJSON/UnmarshalJSON"
+	if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), want) {
+		t.Fatalf("err = %v\nwant one error starting %s", err, want)
+	}
+	forward := "\nfunc (b CreatePaymentJSONRequestBody) MarshalJSON() ([]byte, error) { return CreatePaymentJSONBody(b).MarshalJSON() }\n" +
+		"func (b *CreatePaymentJSONRequestBody) UnmarshalJSON(data []byte) error { return (*CreatePaymentJSONBody)(b).UnmarshalJSON(data) }\n"
+	if err := os.WriteFile(filepath.Join(dir, "api.gen.go"), append(theirs, forward...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gen.Generate(opts); err != nil {
+		t.Errorf("with forwarding methods: %v", err)
 	}
 }
 

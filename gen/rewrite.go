@@ -39,6 +39,11 @@ func prepareBase(doc *openapi3.T, m *model, external bool, router string) ([]cod
 			bodylessResponse("", r)
 		}
 	}
+	if !external {
+		if err := componentMethodBodies(doc); err != nil {
+			return nil, err
+		}
+	}
 	forEachSchema(doc, func(s *openapi3.Schema) {
 		normalizeAllOf(s)
 		dropUnmappedDiscriminator(s)
