@@ -380,7 +380,9 @@ func TestBodyByteIdentical(t *testing.T) {
 			func(string) string { return `{"b": 2, "a": [1, 2.50]}` }},
 		{"json key in body", "application/json", func() io.Reader { return bytes.NewReader([]byte(`{"b":2,"a":{"x":1.50},"note":"<&>"}`)) },
 			idemclient.Key{JSONPointer: "/meta/idempotency_key"},
-			func(k string) string { return `{"a":{"x":1.50},"b":2,"meta":{"idempotency_key":"` + k + `"},"note":"<&>"}` }},
+			func(k string) string {
+				return `{"a":{"x":1.50},"b":2,"meta":{"idempotency_key":"` + k + `"},"note":"<&>"}`
+			}},
 		{"multipart reader", mw.FormDataContentType(), func() io.Reader { return io.MultiReader(bytes.NewReader(mp.Bytes())) }, header,
 			func(string) string { return mp.String() }},
 		{"raw", "application/octet-stream", func() io.Reader { return io.NopCloser(bytes.NewReader(raw)) }, header,
