@@ -306,7 +306,7 @@ func regenerate(logf func(string, ...any)) (stale bool, code int) {
 	}
 	spec := filepath.Join(dir, "openapi.yaml")
 	apiDir := filepath.Join(dir, "api")
-	files, err := gen.Generate(gen.Options{Spec: spec, Package: "api", Dir: apiDir})
+	files, err := gen.Generate(gen.Options{Spec: spec, Package: "api", Dir: apiDir, Client: true})
 	if err != nil {
 		for _, e := range gen.Errors(err) {
 			logf("%v", e)
