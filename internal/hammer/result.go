@@ -559,6 +559,8 @@ type jsonSummary struct {
 	URL                 string             `json:"url"`
 	Planned             int                `json:"planned"`
 	Requests            int                `json:"requests"`
+	Retries             int                `json:"retries"`
+	Attempts            int                `json:"attempts"`
 	Keys                int                `json:"keys"`
 	KeyFormat           string             `json:"key_format"`
 	KeyPrefix           string             `json:"key_prefix"`
@@ -606,7 +608,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 func (r *Result) WriteJSON(w io.Writer) error {
 	s := jsonSummary{
 		OK: r.OK(), Problems: r.Problems(), Method: r.Method, URL: r.URL,
-		Planned: r.Planned, Requests: r.Requests, Keys: r.Keys, KeyFormat: r.KeyFormat, KeyPrefix: r.KeyPrefix,
+		Planned: r.Planned, Requests: r.Requests, Retries: r.Retries, Attempts: r.Attempts, Keys: r.Keys, KeyFormat: r.KeyFormat, KeyPrefix: r.KeyPrefix,
 		Concurrency: r.Concurrency, ElapsedMS: ms(r.Elapsed), RequestsPerSecond: r.RequestsPerSecond,
 		Status:     make(map[string]int, len(r.Status)),
 		Executions: r.Executions, DuplicateExecutions: r.DuplicateExecutions,
