@@ -22,7 +22,7 @@ func TestDemo(t *testing.T) {
 	t.Setenv("DATABASE_URL", pgtest.NewDB(t))
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"-no-generate", "-delay", "100ms",
-		"-duplicates", "20", "-retries", "5", "-keys", "20", "-per-key", "5", "-late-retries", "2", "-c", "20"}, &stdout, &stderr)
+		"-duplicates", "20", "-retries", "5", "-keys", "20", "-per-key", "5", "-late-retries", "2", "-c", "20", "-client-calls", "30"}, &stdout, &stderr)
 	t.Logf("stdout:\n%s\nstderr:\n%s", &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d", code)
@@ -34,8 +34,10 @@ func TestDemo(t *testing.T) {
 		t.Errorf("phase 1 row missing or wrong")
 	}
 	for _, want := range []string{
-		"createPayment: 21 created keys, 21 payments rows; 0 keys without a row, 0 rows without a key, 0 keys with several rows: OK",
-		"165 requests, 21 payments: a payment was never created twice.",
+		"createPayment: 51 created keys, 51 payments rows; 0 keys without a row, 0 rows without a key, 0 keys with several rows: OK",
+		"4. 30 payments through the generated client, lossy network (api.IdempotentClient, one key per call):\n  30 of 30 calls answered 201 in ",
+		"; 30 payments created\n",
+		"195 requests, 51 payments: a payment was never created twice.",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q", want)
