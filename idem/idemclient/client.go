@@ -270,6 +270,8 @@ func replayed(resp *http.Response) bool {
 	return strings.EqualFold(strings.TrimSpace(resp.Header.Get(ReplayedHeader)), "true")
 }
 
+const nilUUID = "00000000-0000-0000-0000-000000000000"
+
 // resolveKey picks the call's key (the request's own, the option's, the context's, a
 // minted one), checks it, and puts it in the body when the body carries it.
 func (c *Client) resolveKey(ctx context.Context, req *http.Request, key Key, body []byte, opt string) (string, []byte, error) {
@@ -281,6 +283,9 @@ func (c *Client) resolveKey(ctx context.Context, req *http.Request, key Key, bod
 		if own, err = bodyKey(key, body); err != nil {
 			return "", nil, err
 		}
+	}
+	if key.Format == "uuid" && own == nilUUID {
+		own = "" // what an unset uuid field (openapi_types.UUID) encodes to: no key
 	}
 	k := own
 	switch {
@@ -303,6 +308,9 @@ func (c *Client) resolveKey(ctx context.Context, req *http.Request, key Key, bod
 	}
 	if err := key.Check(k); err != nil {
 		return "", nil, fmt.Errorf("%w (key from %s)", err, key.where())
+	}
+	if key.Header != "" && own == "" {
+		req.Header.Del(key.Header) // attempt sets it
 	}
 	if own == "" && key.Header == "" {
 		var err error

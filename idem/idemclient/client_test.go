@@ -439,6 +439,20 @@ func TestKeySources(t *testing.T) {
 	if got := s.attempts(); got[0].key != "own" || got[1].key != "opt" || got[2].key != "ctx" || string(got[3].body) != `{"idempotency_key":"in-body"}` {
 		t.Errorf("the server saw %+v", got)
 	}
+	// Under format uuid, the nil UUID (what an unset uuid field encodes to) is no key.
+	uuidKey := idemclient.Key{Header: "Idempotency-Key", Format: "uuid"}
+	zero := post(t, s.srv.URL, "", nil)
+	zero.Header.Set("Idempotency-Key", "00000000-0000-0000-0000-000000000000")
+	if res, err := do(context.Background(), zero, uuidKey); err != nil || res.Key == "00000000-0000-0000-0000-000000000000" || len(res.Key) != 36 {
+		t.Errorf("the nil UUID: %v %+v", err, res)
+	}
+	zeroBody := post(t, s.srv.URL, "application/json", strings.NewReader(`{"k":"00000000-0000-0000-0000-000000000000"}`))
+	if res, err := do(context.Background(), zeroBody, idemclient.Key{JSONPointer: "/k", Format: "uuid"}, idemclient.WithKey("5f0c5ad6-2b1e-4c3a-9d4e-7a8b9c0d1e2f")); err != nil || res.Key != "5f0c5ad6-2b1e-4c3a-9d4e-7a8b9c0d1e2f" {
+		t.Errorf("the nil UUID in the body: %v %+v", err, res)
+	}
+	if got := s.attempts(); len(got[len(got)-2].key) != 36 || got[len(got)-2].key == "00000000-0000-0000-0000-000000000000" || string(got[len(got)-1].body) != `{"k":"5f0c5ad6-2b1e-4c3a-9d4e-7a8b9c0d1e2f"}` {
+		t.Errorf("the server saw %+v", got[len(got)-2:])
+	}
 	// A hook mints the keys.
 	n := 0
 	cl.NewKey = func() (string, error) { n++; return fmt.Sprintf("order-%d", n), nil }

@@ -18,7 +18,7 @@
 // deadline would cut short, and stops after [Client.MaxAttempts] attempts.
 //
 // The key is, in this order: the one the request already carries (its header, or its
-// body field), the call's [WithKey] option, the context's ([ContextWithKey]), or one
+// body field; empty, or the nil UUID under format uuid, is none), the call's [WithKey] option, the context's ([ContextWithKey]), or one
 // minted for the call by [Client.NewKey] (default [NewKey]: a UUID v4 from crypto/rand).
 // [Key] says where the spec puts it (a header, a JSON pointer into a JSON body, a form
 // field) and what the spec constrains (length, pattern, format uuid): a key that breaks
