@@ -44,7 +44,7 @@ func TestFlagsAnywhere(t *testing.T) {
 // listing its flags.
 func TestSubcommandHelp(t *testing.T) {
 	for cmd, flags := range map[string][]string{
-		"generate": {"-check", "-router ROUTER", "-base BASE", "-package NAME", "-o DIR", "one dash or two"},
+		"generate": {"-check", "-client", "-server", "-router ROUTER", "-base BASE", "-package NAME", "-o DIR", "one dash or two"},
 		"schema":   {"idempotency_keys"},
 		"purge":    {"-database-url URL", "-batch N", "-dry-run", "-timeout D", "DATABASE_URL"},
 		"keys":     {"-database-url URL", "-json", "-stale-after D", "keys show", "keys held"},
