@@ -105,7 +105,7 @@ type Result struct {
 	// Replayed: the final answer carried Idempotent-Replayed: true, the server's stored
 	// answer of an earlier attempt (or of another caller's request with this key).
 	Replayed bool
-	// Retryable: the final answer is one a later retry might change (a 409, 429 or a
+	// Retryable: the final answer is one a later retry might change (a 408, 409, 429 or a
 	// 5xx not stored): the attempts, the deadline or MaxRetryAfter ran out first.
 	Retryable bool
 	Waited    time.Duration // total time spent between attempts
@@ -254,7 +254,7 @@ func (c *Client) classify(resp *http.Response) (retry bool, wait time.Duration) 
 		return false, 0 // stored: a retry gets the same answer
 	}
 	s := resp.StatusCode
-	if s != http.StatusConflict && s != http.StatusTooManyRequests && s < 500 {
+	if s != http.StatusConflict && s != http.StatusTooManyRequests && s != http.StatusRequestTimeout && s < 500 {
 		return false, 0
 	}
 	if ra, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {

@@ -160,6 +160,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 		{"409 seconds", 409, "2", 2 * time.Second},
 		{"429 seconds", 429, "1", time.Second},
 		{"503 seconds", 503, "3", 3 * time.Second},
+		{"408 seconds", 408, "1", time.Second},
 		{"409 date", 409, time.Now().Add(10 * time.Second).UTC().Format(http.TimeFormat), 8 * time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {

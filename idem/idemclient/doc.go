@@ -6,7 +6,8 @@
 //
 //   - retried: transport errors (a reset connection, a dropped response, an attempt past
 //     [Client.AttemptTimeout]); 409 (the key is in progress elsewhere: after its
-//     Retry-After); 429 (after its Retry-After); 5xx the server did not store;
+//     Retry-After); 429 (after its Retry-After); 408 (the server gave up waiting for the
+//     request: nothing ran); 5xx the server did not store;
 //   - final: every other status, 400, 413 and 422 included (422 means the key was reused
 //     with another payload: a bug to surface, not to retry), and every replay
 //     (Idempotent-Replayed: true), a replayed 5xx included: the server stored it, so a
