@@ -143,6 +143,7 @@ func (c *Client) Do(ctx context.Context, req *http.Request, key Key, opts ...Opt
 	if err := key.validPlace(); err != nil {
 		return nil, nil, err
 	}
+	key = key.forBody(req.Header.Get("Content-Type"))
 	body, err := c.bodyBytes(req)
 	if err != nil {
 		return nil, nil, err

@@ -391,6 +391,13 @@ func TestBodyByteIdentical(t *testing.T) {
 		{"form key", "application/x-www-form-urlencoded", func() io.Reader { return strings.NewReader("b=2&a=1") },
 			idemclient.Key{FormField: "idempotency_key"},
 			func(k string) string { return "a=1&b=2&idempotency_key=" + k }},
+		// A key place for each body: the content type picks.
+		{"form or json, form sent", "application/x-www-form-urlencoded; charset=utf-8", func() io.Reader { return strings.NewReader("a=1") },
+			idemclient.Key{JSONPointer: "/idempotency_key", FormField: "idempotency_key"},
+			func(k string) string { return "a=1&idempotency_key=" + k }},
+		{"form or json, json sent", "application/json", func() io.Reader { return strings.NewReader(`{"a":1}`) },
+			idemclient.Key{JSONPointer: "/idempotency_key", FormField: "idempotency_key"},
+			func(k string) string { return `{"a":1,"idempotency_key":"` + k + `"}` }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newScript(t, drop, status(503), cut, status(201))
@@ -482,7 +489,9 @@ func TestKeyConstraints(t *testing.T) {
 		{idemclient.Key{Header: "Idempotency-Key", Pattern: "^ord_[a-z]+$"}, "ord_1", `does not match the spec's pattern "^ord_[a-z]+$"`},
 		{idemclient.Key{Header: "Idempotency-Key"}, "tab\there", "not printable ASCII"},
 		{idemclient.Key{Header: "Idempotency-Key"}, strings.Repeat("k", 256), "1 to 255 bytes"},
-		{idemclient.Key{Header: "Idempotency-Key", JSONPointer: "/k"}, "k", "exactly one of"},
+		{idemclient.Key{Header: "Idempotency-Key", JSONPointer: "/k"}, "k", "a Header, or a body place"},
+		// ECMA-262, as OpenAPI defines pattern: lookahead included (RE2 refuses it).
+		{idemclient.Key{Header: "Idempotency-Key", Pattern: "^(?!test)[a-z0-9-]+$"}, "test-1", `does not match the spec's pattern "^(?!test)[a-z0-9-]+$"`},
 	} {
 		_, _, err := cl.Do(context.Background(), post(t, s.srv.URL, "", nil), c.key, idemclient.WithKey(c.opt))
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -491,6 +500,9 @@ func TestKeyConstraints(t *testing.T) {
 	}
 	if n := len(s.attempts()); n != 0 {
 		t.Errorf("the server saw %d requests with invalid keys", n)
+	}
+	if _, res, err := cl.Do(context.Background(), post(t, s.srv.URL, "", nil), idemclient.Key{Header: "Idempotency-Key", Pattern: "^(?!test)[a-z0-9-]+$"}, idemclient.WithKey("prod-1")); err != nil || res.Key != "prod-1" {
+		t.Errorf("an ECMA-262 lookahead pattern: %v", err)
 	}
 	_, res, err := cl.Do(context.Background(), post(t, s.srv.URL, "", nil), idemclient.Key{Header: "Idempotency-Key", MaxLength: 20})
 	if err != nil || len(res.Key) != 20 {

@@ -8,10 +8,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
 	"net/url"
 	"regexp"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/idemgen/idemgen/internal/ecmaregexp"
 )
 
 // DefaultKeyHeader is the header the protocol reads the key from when the spec names none.
@@ -21,17 +24,19 @@ const DefaultKeyHeader = "Idempotency-Key"
 const MaxKeyBytes = 255
 
 // Key says where a request carries its idempotency key and what the spec constrains of
-// it. Exactly one of Header, JSONPointer and FormField is set.
+// it: a Header, or a body field. A body key has a JSONPointer, a FormField, or both for
+// an operation that accepts both bodies: then the request's Content-Type picks
+// (application/x-www-form-urlencoded: the form field; anything else: the JSON pointer).
 type Key struct {
 	Header      string // header name: Idempotency-Key
-	JSONPointer string // RFC 6901 pointer into the JSON request body: /idempotency_key
-	FormField   string // field of an application/x-www-form-urlencoded body
+	JSONPointer string // RFC 6901 pointer into a JSON request body: /idempotency_key
+	FormField   string // field of an application/x-www-form-urlencoded body: idempotency_key
 
 	// The key's declared schema; zero values constrain nothing. A key that breaks them
 	// (the caller's or a minted one) fails the call before any request.
 	MinLength int    // characters
 	MaxLength int    // characters; 0: the protocol's 255 bytes only
-	Pattern   string // Go regexp (RE2): the spec's ECMA-262 pattern, as idemgen checked it
+	Pattern   string // ECMA-262, as OpenAPI defines pattern (the engine of the server's check)
 	Format    string // "uuid" is checked; other formats are not
 }
 
@@ -47,14 +52,9 @@ func (k Key) where() string {
 }
 
 func (k Key) validPlace() error {
-	n := 0
-	for _, s := range []string{k.Header, k.JSONPointer, k.FormField} {
-		if s != "" {
-			n++
-		}
-	}
-	if n != 1 {
-		return errors.New("idemclient: Key needs exactly one of Header, JSONPointer and FormField")
+	body := k.JSONPointer != "" || k.FormField != ""
+	if (k.Header != "") == body {
+		return errors.New("idemclient: Key needs a Header, or a body place (JSONPointer, FormField), not both")
 	}
 	if k.JSONPointer != "" && !strings.HasPrefix(k.JSONPointer, "/") {
 		return fmt.Errorf("idemclient: Key.JSONPointer %q does not start with /", k.JSONPointer)
@@ -86,11 +86,15 @@ func (k Key) Check(key string) error {
 		return fmt.Errorf("idemclient: the idempotency key %q is not a UUID (the spec declares format uuid)", key)
 	}
 	if k.Pattern != "" {
-		re, err := regexp.Compile(k.Pattern)
+		re, err := ecmaregexp.Compile(k.Pattern)
 		if err != nil {
 			return fmt.Errorf("idemclient: the key's pattern %q: %v", k.Pattern, err)
 		}
-		if !re.MatchString(key) {
+		ok, err := re.Match(key)
+		if err != nil {
+			return fmt.Errorf("idemclient: the idempotency key %q against the spec's pattern %q: %v", key, k.Pattern, err)
+		}
+		if !ok {
 			return fmt.Errorf("idemclient: the idempotency key %q does not match the spec's pattern %q", key, k.Pattern)
 		}
 	}
@@ -136,6 +140,20 @@ func ContextWithKey(ctx context.Context, key string) context.Context {
 func KeyFromContext(ctx context.Context) (string, bool) {
 	k, ok := ctx.Value(ctxKey{}).(string)
 	return k, ok && k != ""
+}
+
+// forBody returns k with the one body place the request's content type ct uses: the
+// form field for a form, else the JSON pointer (when k has both).
+func (k Key) forBody(ct string) Key {
+	if k.JSONPointer == "" || k.FormField == "" {
+		return k
+	}
+	if mt, _, _ := mime.ParseMediaType(ct); mt == "application/x-www-form-urlencoded" {
+		k.JSONPointer = ""
+	} else {
+		k.FormField = ""
+	}
+	return k
 }
 
 // bodyKey reads the key a body already carries at k's place: a non-empty string.
