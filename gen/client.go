@@ -51,6 +51,9 @@ type clientOp struct {
 	Path    string
 	KeyVar  string // createPaymentKey: its idemclient.Key
 	Key     keySource
+	// JSONPointer and FormField are the body key's places: the pointer in a JSON body,
+	// the field of a form body (either or both, as the operation's bodies are).
+	JSONPointer, FormField string
 	Where   string // the key's place in words, for the doc comment
 	Methods []clientMethod
 }
@@ -102,11 +105,20 @@ func renderClient(opts Options, m *model, defs []codegen.OperationDefinition) ([
 
 func buildClientOp(def *codegen.OperationDefinition, o *operation) *clientOp {
 	co := &clientOp{Name: def.OperationId, Method: o.Method, Path: o.Path, KeyVar: lowerFirst(def.OperationId) + "Key", Key: o.Key}
-	switch {
-	case o.Key.Body != "":
-		co.Where = "in the JSON body at " + o.Key.Body
-	default:
-		co.Where = "in header " + o.Key.Header
+	co.Where = "in header " + o.Key.Header
+	if o.Key.Body != "" {
+		var where []string
+		for _, b := range def.Bodies {
+			switch {
+			case b.IsJSON() && co.JSONPointer == "":
+				co.JSONPointer = o.Key.Body
+				where = append(where, "in the JSON body at "+o.Key.Body)
+			case b.NameTag == "Formdata" && co.FormField == "":
+				co.FormField = formField(o.Key.Body)
+				where = append(where, "in the form field "+co.FormField)
+			}
+		}
+		co.Where = strings.Join(where, ", or ")
 	}
 	var lead []clientParam
 	for _, p := range def.PathParams {
@@ -138,4 +150,18 @@ func buildClientOp(def *codegen.OperationDefinition, o *operation) *clientOp {
 		Body:   "body, of any content type, is read once (at most the retry client's MaxBodyBytes)",
 	})
 	return co
+}
+
+// formField is the form field of the body property ptr names: its name, or for a nested
+// property name[child], as oapi-codegen's runtime encodes nested form values.
+func formField(ptr string) string {
+	toks := strings.Split(strings.TrimPrefix(ptr, "/"), "/")
+	for i, t := range toks {
+		toks[i] = strings.NewReplacer("~1", "/", "~0", "~").Replace(t)
+	}
+	f := toks[0]
+	for _, t := range toks[1:] {
+		f += "[" + t + "]"
+	}
+	return f
 }

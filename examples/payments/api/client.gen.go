@@ -135,3 +135,22 @@ func (c *IdempotentClient) CreateRefundWithBody(ctx context.Context, id PaymentI
 	out, err := ParseCreateRefundResponse(rsp)
 	return out, res, err
 }
+
+// starPaymentKey is where StarPayment (POST /payments/{id}/star) carries its idempotency key, and
+// what the spec constrains of it.
+var starPaymentKey = idemclient.Key{Header: "Idempotency-Key"}
+
+// StarPayment sends POST /payments/{id}/star as one logical call through idemclient's
+// retry loop, the idempotency key in header Idempotency-Key.
+func (c *IdempotentClient) StarPayment(ctx context.Context, id PaymentID, params *StarPaymentParams, opts ...idemclient.Option) (*StarPaymentResponse, *idemclient.Result, error) {
+	req, err := NewStarPaymentRequest(c.client.Server, id, params)
+	if err != nil {
+		return nil, nil, err
+	}
+	rsp, res, err := c.do(ctx, req, starPaymentKey, opts)
+	if err != nil {
+		return nil, res, err
+	}
+	out, err := ParseStarPaymentResponse(rsp)
+	return out, res, err
+}

@@ -253,6 +253,16 @@ type ClientInterface interface {
 	//
 	// Corresponds with POST /payments/{id}/refunds (the `CreateRefund` operationId).
 	CreateRefund(ctx context.Context, id PaymentID, params *CreateRefundParams, body CreateRefundJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// StarPayment Star a payment (a like-style counter).
+	//
+	// Counts one star for the payment. Its idempotency keys live in Redis, not in the
+	// payments database (store: redis): cheaper, with a weaker guarantee. A lost
+	// completion (Redis down or restarted, the lease running out) lets a retry count the
+	// star again; a star is never counted without its request having run.
+	//
+	// Corresponds with POST /payments/{id}/star (the `StarPayment` operationId).
+	StarPayment(ctx context.Context, id PaymentID, params *StarPaymentParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
 // CreatePaymentWithBody Create a payment.
@@ -338,6 +348,26 @@ func (c *Client) CreateRefundWithBody(ctx context.Context, id PaymentID, params 
 // Corresponds with POST /payments/{id}/refunds (the `CreateRefund` operationId).
 func (c *Client) CreateRefund(ctx context.Context, id PaymentID, params *CreateRefundParams, body CreateRefundJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCreateRefundRequest(c.Server, id, params, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// StarPayment Star a payment (a like-style counter).
+//
+// Counts one star for the payment. Its idempotency keys live in Redis, not in the
+// payments database (store: redis): cheaper, with a weaker guarantee. A lost
+// completion (Redis down or restarted, the lease running out) lets a retry count the
+// star again; a star is never counted without its request having run.
+//
+// Corresponds with POST /payments/{id}/star (the `StarPayment` operationId).
+func (c *Client) StarPayment(ctx context.Context, id PaymentID, params *StarPaymentParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewStarPaymentRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -499,6 +529,55 @@ func NewCreateRefundRequestWithBody(server string, id PaymentID, params *CreateR
 	return req, nil
 }
 
+// NewStarPaymentRequest constructs an http.Request for the StarPayment method
+func NewStarPaymentRequest(server string, id PaymentID, params *StarPaymentParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/payments/%s/star", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+
+		if params.IdempotencyKey != nil {
+			var headerParam0 string
+
+			headerParam0, err = runtime.StyleParamWithOptions("simple", false, "Idempotency-Key", *params.IdempotencyKey, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationHeader, Type: "string", Format: ""})
+			if err != nil {
+				return nil, err
+			}
+
+			req.Header.Set("Idempotency-Key", headerParam0)
+		}
+
+	}
+
+	return req, nil
+}
+
 func (c *Client) applyEditors(ctx context.Context, req *http.Request, additionalEditors []RequestEditorFn) error {
 	for _, r := range c.RequestEditors {
 		if err := r(ctx, req); err != nil {
@@ -587,6 +666,18 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with POST /payments/{id}/refunds (the `CreateRefund` operationId).
 	CreateRefundWithResponse(ctx context.Context, id PaymentID, params *CreateRefundParams, body CreateRefundJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateRefundResponse, error)
+
+	// StarPaymentWithResponse Star a payment (a like-style counter).
+	//
+	// Counts one star for the payment. Its idempotency keys live in Redis, not in the
+	// payments database (store: redis): cheaper, with a weaker guarantee. A lost
+	// completion (Redis down or restarted, the lease running out) lets a retry count the
+	// star again; a star is never counted without its request having run.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /payments/{id}/star (the `StarPayment` operationId).
+	StarPaymentWithResponse(ctx context.Context, id PaymentID, params *StarPaymentParams, reqEditors ...RequestEditorFn) (*StarPaymentResponse, error)
 }
 
 // CreatePaymentResponse201Headers the declared response headers of an HTTP 201 response for CreatePayment
@@ -810,6 +901,103 @@ func (r CreateRefundResponse) ContentType() string {
 	return ""
 }
 
+// StarPaymentResponse409Headers the declared response headers of an HTTP 409 response for StarPayment
+type StarPaymentResponse409Headers struct {
+	RetryAfter *int
+}
+
+// StarPaymentResponse503Headers the declared response headers of an HTTP 503 response for StarPayment
+type StarPaymentResponse503Headers struct {
+	RetryAfter *int
+}
+
+type StarPaymentResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Stars
+	// ApplicationproblemJSON400 the response for an HTTP 400 `application/problem+json` response
+	ApplicationproblemJSON400 *BadRequest
+	// ApplicationproblemJSON401 the response for an HTTP 401 `application/problem+json` response
+	ApplicationproblemJSON401 *Unauthorized
+	// ApplicationproblemJSON404 the response for an HTTP 404 `application/problem+json` response
+	ApplicationproblemJSON404 *NotFound
+	// ApplicationproblemJSON409 the response for an HTTP 409 `application/problem+json` response
+	ApplicationproblemJSON409 *InProgress
+	// ApplicationproblemJSON422 the response for an HTTP 422 `application/problem+json` response
+	ApplicationproblemJSON422 *Mismatch
+	// ApplicationproblemJSON503 the response for an HTTP 503 `application/problem+json` response
+	ApplicationproblemJSON503 *Problem
+	// Headers409 the parsed response headers for an HTTP 409 response
+	Headers409 *StarPaymentResponse409Headers
+	// Headers503 the parsed response headers for an HTTP 503 response
+	Headers503 *StarPaymentResponse503Headers
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r StarPaymentResponse) GetJSON200() *Stars {
+	return r.JSON200
+}
+
+// GetApplicationproblemJSON400 returns the response for an HTTP 400 `application/problem+json` response
+func (r StarPaymentResponse) GetApplicationproblemJSON400() *BadRequest {
+	return r.ApplicationproblemJSON400
+}
+
+// GetApplicationproblemJSON401 returns the response for an HTTP 401 `application/problem+json` response
+func (r StarPaymentResponse) GetApplicationproblemJSON401() *Unauthorized {
+	return r.ApplicationproblemJSON401
+}
+
+// GetApplicationproblemJSON404 returns the response for an HTTP 404 `application/problem+json` response
+func (r StarPaymentResponse) GetApplicationproblemJSON404() *NotFound {
+	return r.ApplicationproblemJSON404
+}
+
+// GetApplicationproblemJSON409 returns the response for an HTTP 409 `application/problem+json` response
+func (r StarPaymentResponse) GetApplicationproblemJSON409() *InProgress {
+	return r.ApplicationproblemJSON409
+}
+
+// GetApplicationproblemJSON422 returns the response for an HTTP 422 `application/problem+json` response
+func (r StarPaymentResponse) GetApplicationproblemJSON422() *Mismatch {
+	return r.ApplicationproblemJSON422
+}
+
+// GetApplicationproblemJSON503 returns the response for an HTTP 503 `application/problem+json` response
+func (r StarPaymentResponse) GetApplicationproblemJSON503() *Problem {
+	return r.ApplicationproblemJSON503
+}
+
+// GetBody returns the raw response body bytes
+func (r StarPaymentResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r StarPaymentResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r StarPaymentResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r StarPaymentResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 // CreatePaymentWithBodyWithResponse Create a payment.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
@@ -883,6 +1071,24 @@ func (c *ClientWithResponses) CreateRefundWithResponse(ctx context.Context, id P
 		return nil, err
 	}
 	return ParseCreateRefundResponse(rsp)
+}
+
+// StarPaymentWithResponse Star a payment (a like-style counter).
+//
+// Counts one star for the payment. Its idempotency keys live in Redis, not in the
+// payments database (store: redis): cheaper, with a weaker guarantee. A lost
+// completion (Redis down or restarted, the lease running out) lets a retry count the
+// star again; a star is never counted without its request having run.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /payments/{id}/star (the `StarPayment` operationId).
+func (c *ClientWithResponses) StarPaymentWithResponse(ctx context.Context, id PaymentID, params *StarPaymentParams, reqEditors ...RequestEditorFn) (*StarPaymentResponse, error) {
+	rsp, err := c.StarPayment(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseStarPaymentResponse(rsp)
 }
 
 // ParseCreatePaymentResponse parses an HTTP response from a CreatePaymentWithResponse call
@@ -1071,6 +1277,97 @@ func ParseCreateRefundResponse(rsp *http.Response) (*CreateRefundResponse, error
 			headers.RetryAfter = &value
 		}
 		response.Headers409 = &headers
+	}
+
+	return response, nil
+}
+
+// ParseStarPaymentResponse parses an HTTP response from a StarPaymentWithResponse call
+func ParseStarPaymentResponse(rsp *http.Response) (*StarPaymentResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &StarPaymentResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Stars
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest BadRequest
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Unauthorized
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest NotFound
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest InProgress
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Mismatch
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON422 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 503:
+		var dest Problem
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.ApplicationproblemJSON503 = &dest
+
+	}
+
+	switch {
+	case rsp.StatusCode == 409:
+		var headers StarPaymentResponse409Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers409 = &headers
+	case rsp.StatusCode == 503:
+		var headers StarPaymentResponse503Headers
+		if values := rsp.Header.Values("Retry-After"); len(values) > 0 {
+			var value int
+			if err := runtime.BindStyledParameterWithOptions("simple", "Retry-After", values[0], &value, runtime.BindStyledParameterOptions{ParamLocation: runtime.ParamLocationHeader, Explode: false, Required: false, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			}
+			headers.RetryAfter = &value
+		}
+		response.Headers503 = &headers
 	}
 
 	return response, nil

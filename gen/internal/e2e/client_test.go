@@ -54,6 +54,26 @@ func (s *charges) UploadReceipt(ctx context.Context, tx idem.Tx, req client.Uplo
 	return client.UploadReceipt204Response{}, nil
 }
 
+func (s *charges) CreateSubscription(ctx context.Context, tx idem.Tx, req client.CreateSubscriptionRequestObject) (client.CreateSubscriptionResponseObject, error) {
+	plan := ""
+	if req.JSONBody != nil {
+		plan = "json " + req.JSONBody.Plan
+	} else if req.FormdataBody != nil {
+		plan = "form " + req.FormdataBody.Plan
+	}
+	if err := s.run(ctx, tx, "subscription "+plan); err != nil {
+		return nil, err
+	}
+	return client.CreateSubscription201Response{}, nil
+}
+
+func (s *charges) JoinNewsletter(ctx context.Context, tx idem.Tx, req client.JoinNewsletterRequestObject) (client.JoinNewsletterResponseObject, error) {
+	if err := s.run(ctx, tx, "newsletter"); err != nil {
+		return nil, err
+	}
+	return client.JoinNewsletter204Response{}, nil
+}
+
 func (s *charges) ListCharges(ctx context.Context, req client.ListChargesRequestObject) (client.ListChargesResponseObject, error) {
 	return client.ListCharges200JSONResponse{{Id: "ch_1", Amount: 1}}, nil
 }
@@ -101,9 +121,10 @@ func losingFirst(h http.Handler) (http.Handler, *atomic.Int32) {
 
 // TestGeneratedClient: the client case's IdempotentClient against its own server, each
 // first answer lost after the business committed: every marked call (a uuid key header
-// minted per call, a key put in the JSON body at /meta/request_key, a multipart body read
-// from a plain reader) is retried with its key and answered by the replay; each ran once
-// and its recorded key is the call's. The unmarked operation is oapi-codegen's client's.
+// minted per call, a key put in the JSON body at /meta/request_key, in a form field, in
+// either of a JSON and a form body, a multipart body read from a plain reader) is retried
+// with its key and answered by the replay; each ran once and its recorded key is the
+// call's. The unmarked operation is oapi-codegen's client's.
 func TestGeneratedClient(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t, pgtest.NewDB(t))
@@ -171,22 +192,39 @@ func TestGeneratedClient(t *testing.T) {
 		t.Errorf("uploadReceipt key %q", res.Key)
 	}
 
+	// Keys in form bodies: the form field, minted (minLength 8 is met by a UUID); for an
+	// operation taking JSON or a form, the content type sent picks the place.
+	nl, res, err := c.JoinNewsletterWithFormdataBody(ctx, client.JoinNewsletterFormdataRequestBody{})
+	check("joinNewsletter", res, err, nl.StatusCode(), 204)
+	if recorded(res.Key) != "joinNewsletter" {
+		t.Errorf("joinNewsletter key %q", res.Key)
+	}
+	sub, res, err := c.CreateSubscriptionWithFormdataBody(ctx, client.CreateSubscriptionFormdataRequestBody{Plan: "pro"})
+	check("createSubscription (form)", res, err, sub.StatusCode(), 201)
+	formKey := res.Key
+	sub, res, err = c.CreateSubscription(ctx, client.CreateSubscriptionJSONRequestBody{Plan: "pro"})
+	check("createSubscription (json)", res, err, sub.StatusCode(), 201)
+	if recorded(formKey) != "createSubscription" || recorded(res.Key) != "createSubscription" || formKey == res.Key {
+		t.Errorf("createSubscription keys %q (form) and %q (json)", formKey, res.Key)
+	}
+
+	const calls = 7
 	var runs int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM runs`).Scan(&runs); err != nil {
 		t.Fatal(err)
 	}
-	if runs != 4 || impl.runs.Load() != 4 {
-		t.Errorf("%d runs committed (%d executions), want 4: one per call", runs, impl.runs.Load())
+	if runs != calls || impl.runs.Load() != calls {
+		t.Errorf("%d runs committed (%d executions), want %d: one per call", runs, impl.runs.Load(), calls)
 	}
-	if served.Load() != 8 {
-		t.Errorf("the server saw %d requests, want 8 (two per call)", served.Load())
+	if served.Load() != 2*calls {
+		t.Errorf("the server saw %d requests, want %d (two per call)", served.Load(), 2*calls)
 	}
 
 	// Unmarked: oapi-codegen's client, sent once (the odd request: its answer is lost).
 	if _, err := c.ListChargesWithResponse(ctx, "acct_1"); err == nil {
 		t.Errorf("listCharges: its answer was dropped, yet no error: was it retried?")
 	}
-	if served.Load() != 9 {
-		t.Errorf("listCharges was sent %d times, want once", served.Load()-8)
+	if served.Load() != 2*calls+1 {
+		t.Errorf("listCharges was sent %d times, want once", served.Load()-2*calls)
 	}
 }

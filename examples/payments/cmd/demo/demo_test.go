@@ -47,7 +47,7 @@ func TestDemo(t *testing.T) {
 	if _, err := redistest.Binary(); err != nil && os.Getenv("CI") != "true" {
 		t.Skipf("no redis-server: the stars part was skipped (%v)", err)
 	}
-	if !regexp.MustCompile(`(?m)^4\. one star key: 20 duplicates at once, then 5 retries +25 +1 +\d+ +\d+ +0$`).MatchString(out) ||
+	if !regexp.MustCompile(`(?m)^5\. one star key: 20 duplicates at once, then 5 retries +25 +1 +\d+ +\d+ +0$`).MatchString(out) ||
 		!strings.Contains(out, "stars counted in PostgreSQL: 21, for 21 keys") {
 		t.Errorf("the stars part is missing or wrong")
 	}

@@ -100,6 +100,42 @@ func (c *IdempotentClient) CreateChargeWithBody(ctx context.Context, accountId s
 	return out, res, err
 }
 
+// joinNewsletterKey is where JoinNewsletter (POST /newsletter) carries its idempotency key, and
+// what the spec constrains of it.
+var joinNewsletterKey = idemclient.Key{FormField: "token", MinLength: 8}
+
+// JoinNewsletterWithFormdataBody sends POST /newsletter as one logical call through idemclient's
+// retry loop, the idempotency key in the form field token.
+// The application/x-www-form-urlencoded body is encoded once.
+func (c *IdempotentClient) JoinNewsletterWithFormdataBody(ctx context.Context, body JoinNewsletterFormdataRequestBody, opts ...idemclient.Option) (*JoinNewsletterResponse, *idemclient.Result, error) {
+	req, err := NewJoinNewsletterRequestWithFormdataBody(c.client.Server, body)
+	if err != nil {
+		return nil, nil, err
+	}
+	rsp, res, err := c.do(ctx, req, joinNewsletterKey, opts)
+	if err != nil {
+		return nil, res, err
+	}
+	out, err := ParseJoinNewsletterResponse(rsp)
+	return out, res, err
+}
+
+// JoinNewsletterWithBody sends POST /newsletter as one logical call through idemclient's
+// retry loop, the idempotency key in the form field token.
+// The body, of any content type, is read once (at most the retry client's MaxBodyBytes).
+func (c *IdempotentClient) JoinNewsletterWithBody(ctx context.Context, contentType string, body io.Reader, opts ...idemclient.Option) (*JoinNewsletterResponse, *idemclient.Result, error) {
+	req, err := NewJoinNewsletterRequestWithBody(c.client.Server, contentType, body)
+	if err != nil {
+		return nil, nil, err
+	}
+	rsp, res, err := c.do(ctx, req, joinNewsletterKey, opts)
+	if err != nil {
+		return nil, res, err
+	}
+	out, err := ParseJoinNewsletterResponse(rsp)
+	return out, res, err
+}
+
 // uploadReceiptKey is where UploadReceipt (POST /receipts) carries its idempotency key, and
 // what the spec constrains of it.
 var uploadReceiptKey = idemclient.Key{Header: "Idempotency-Key"}
@@ -117,6 +153,58 @@ func (c *IdempotentClient) UploadReceiptWithBody(ctx context.Context, params *Up
 		return nil, res, err
 	}
 	out, err := ParseUploadReceiptResponse(rsp)
+	return out, res, err
+}
+
+// createSubscriptionKey is where CreateSubscription (POST /subscriptions) carries its idempotency key, and
+// what the spec constrains of it.
+var createSubscriptionKey = idemclient.Key{JSONPointer: "/request_key", FormField: "request_key"}
+
+// CreateSubscription sends POST /subscriptions as one logical call through idemclient's
+// retry loop, the idempotency key in the JSON body at /request_key, or in the form field request_key.
+// The application/json body is encoded once.
+func (c *IdempotentClient) CreateSubscription(ctx context.Context, body CreateSubscriptionJSONRequestBody, opts ...idemclient.Option) (*CreateSubscriptionResponse, *idemclient.Result, error) {
+	req, err := NewCreateSubscriptionRequest(c.client.Server, body)
+	if err != nil {
+		return nil, nil, err
+	}
+	rsp, res, err := c.do(ctx, req, createSubscriptionKey, opts)
+	if err != nil {
+		return nil, res, err
+	}
+	out, err := ParseCreateSubscriptionResponse(rsp)
+	return out, res, err
+}
+
+// CreateSubscriptionWithFormdataBody sends POST /subscriptions as one logical call through idemclient's
+// retry loop, the idempotency key in the JSON body at /request_key, or in the form field request_key.
+// The application/x-www-form-urlencoded body is encoded once.
+func (c *IdempotentClient) CreateSubscriptionWithFormdataBody(ctx context.Context, body CreateSubscriptionFormdataRequestBody, opts ...idemclient.Option) (*CreateSubscriptionResponse, *idemclient.Result, error) {
+	req, err := NewCreateSubscriptionRequestWithFormdataBody(c.client.Server, body)
+	if err != nil {
+		return nil, nil, err
+	}
+	rsp, res, err := c.do(ctx, req, createSubscriptionKey, opts)
+	if err != nil {
+		return nil, res, err
+	}
+	out, err := ParseCreateSubscriptionResponse(rsp)
+	return out, res, err
+}
+
+// CreateSubscriptionWithBody sends POST /subscriptions as one logical call through idemclient's
+// retry loop, the idempotency key in the JSON body at /request_key, or in the form field request_key.
+// The body, of any content type, is read once (at most the retry client's MaxBodyBytes).
+func (c *IdempotentClient) CreateSubscriptionWithBody(ctx context.Context, contentType string, body io.Reader, opts ...idemclient.Option) (*CreateSubscriptionResponse, *idemclient.Result, error) {
+	req, err := NewCreateSubscriptionRequestWithBody(c.client.Server, contentType, body)
+	if err != nil {
+		return nil, nil, err
+	}
+	rsp, res, err := c.do(ctx, req, createSubscriptionKey, opts)
+	if err != nil {
+		return nil, res, err
+	}
+	out, err := ParseCreateSubscriptionResponse(rsp)
 	return out, res, err
 }
 

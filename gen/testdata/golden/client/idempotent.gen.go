@@ -20,8 +20,12 @@ type IdempotentServerInterface interface {
 	ListCharges(ctx context.Context, request ListChargesRequestObject) (ListChargesResponseObject, error)
 	// CreateCharge (POST /accounts/{account_id}/charges) runs inside the idempotency protocol, see createChargePolicy.
 	CreateCharge(ctx context.Context, tx idem.Tx, request CreateChargeRequestObject) (CreateChargeResponseObject, error)
+	// JoinNewsletter (POST /newsletter) runs inside the idempotency protocol, see joinNewsletterPolicy.
+	JoinNewsletter(ctx context.Context, tx idem.Tx, request JoinNewsletterRequestObject) (JoinNewsletterResponseObject, error)
 	// UploadReceipt (POST /receipts) runs inside the idempotency protocol, see uploadReceiptPolicy.
 	UploadReceipt(ctx context.Context, tx idem.Tx, request UploadReceiptRequestObject) (UploadReceiptResponseObject, error)
+	// CreateSubscription (POST /subscriptions) runs inside the idempotency protocol, see createSubscriptionPolicy.
+	CreateSubscription(ctx context.Context, tx idem.Tx, request CreateSubscriptionRequestObject) (CreateSubscriptionResponseObject, error)
 	// CreateTransfer (POST /transfers) runs inside the idempotency protocol, see createTransferPolicy.
 	CreateTransfer(ctx context.Context, tx idem.Tx, request CreateTransferRequestObject) (CreateTransferResponseObject, error)
 }
@@ -38,12 +42,36 @@ var createChargePolicy = idem.MustPolicy(idem.Policy{
 	Retention:   24 * time.Hour,
 })
 
+// joinNewsletterPolicy is the idempotency policy of joinNewsletter (POST /newsletter):
+// key from body /token, optional (minLength 8);
+// lease 30s, retention 24h, no timeout, database default isolation.
+var joinNewsletterPolicy = idem.MustPolicy(idem.Policy{
+	Operation:   "joinNewsletter",
+	KeySource:   "body /token",
+	KeyRequired: false,
+	KeySchema:   &idem.KeySchema{MinLength: 8},
+	Lease:       30 * time.Second,
+	Retention:   24 * time.Hour,
+})
+
 // uploadReceiptPolicy is the idempotency policy of uploadReceipt (POST /receipts):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
 // lease 30s, retention 24h, no timeout, database default isolation.
+// Note: the added header is named Idempotency-Key, as 1 operation(s) of the spec name their key header.
 var uploadReceiptPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "uploadReceipt",
 	KeySource:   "header Idempotency-Key",
+	KeyRequired: false,
+	Lease:       30 * time.Second,
+	Retention:   24 * time.Hour,
+})
+
+// createSubscriptionPolicy is the idempotency policy of createSubscription (POST /subscriptions):
+// key from body /request_key, optional;
+// lease 30s, retention 24h, no timeout, database default isolation.
+var createSubscriptionPolicy = idem.MustPolicy(idem.Policy{
+	Operation:   "createSubscription",
+	KeySource:   "body /request_key",
 	KeyRequired: false,
 	Lease:       30 * time.Second,
 	Retention:   24 * time.Hour,
@@ -110,6 +138,28 @@ func (s *idempotentServer) CreateCharge(ctx context.Context, request CreateCharg
 	return idemResponse{resp}, nil
 }
 
+// JoinNewsletter runs impl.JoinNewsletter under joinNewsletterPolicy.
+func (s *idempotentServer) JoinNewsletter(ctx context.Context, request JoinNewsletterRequestObject) (JoinNewsletterResponseObject, error) {
+	key, err := idem.KeyFromBody(request.Body, "/token")
+	if err != nil {
+		return idemResponse{s.store.Reject(ctx, joinNewsletterPolicy, err)}, nil
+	}
+	parts := []idem.Part{
+		{Name: "body", Value: request.Body},
+	}
+	resp, err := s.store.Do(ctx, joinNewsletterPolicy, key, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
+		out, err := s.impl.JoinNewsletter(ctx, tx, request)
+		if err != nil || out == nil {
+			return nil, err // with out == nil and no error, Store.Do fails the call
+		}
+		return s.store.Record(out.VisitJoinNewsletterResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
+	})
+	if err != nil {
+		return nil, err
+	}
+	return idemResponse{resp}, nil
+}
+
 // UploadReceipt runs impl.UploadReceipt under uploadReceiptPolicy.
 func (s *idempotentServer) UploadReceipt(ctx context.Context, request UploadReceiptRequestObject) (UploadReceiptResponseObject, error) {
 	body := idem.BufferMultipart(request.Body)
@@ -123,6 +173,32 @@ func (s *idempotentServer) UploadReceipt(ctx context.Context, request UploadRece
 			return nil, err // with out == nil and no error, Store.Do fails the call
 		}
 		return s.store.Record(out.VisitUploadReceiptResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
+	})
+	if err != nil {
+		return nil, err
+	}
+	return idemResponse{resp}, nil
+}
+
+// CreateSubscription runs impl.CreateSubscription under createSubscriptionPolicy.
+func (s *idempotentServer) CreateSubscription(ctx context.Context, request CreateSubscriptionRequestObject) (CreateSubscriptionResponseObject, error) {
+	key, err := idem.KeyFromBody(request.JSONBody, "/request_key")
+	if key == nil && err == nil { // the request sent another body
+		key, err = idem.KeyFromBody(request.FormdataBody, "/request_key")
+	}
+	if err != nil {
+		return idemResponse{s.store.Reject(ctx, createSubscriptionPolicy, err)}, nil
+	}
+	parts := []idem.Part{
+		{Name: "body application/json", Value: request.JSONBody},
+		{Name: "body application/x-www-form-urlencoded", Value: request.FormdataBody},
+	}
+	resp, err := s.store.Do(ctx, createSubscriptionPolicy, key, parts, func(ctx context.Context, tx idem.Tx) (*idem.Response, error) {
+		out, err := s.impl.CreateSubscription(ctx, tx, request)
+		if err != nil || out == nil {
+			return nil, err // with out == nil and no error, Store.Do fails the call
+		}
+		return s.store.Record(out.VisitCreateSubscriptionResponse) // at most the store's response cap, see idem.WithMaxResponseBytes
 	})
 	if err != nil {
 		return nil, err
@@ -158,5 +234,9 @@ func (s *idempotentServer) CreateTransfer(ctx context.Context, request CreateTra
 type idemResponse struct{ r *idem.Response }
 
 func (r idemResponse) VisitCreateChargeResponse(w http.ResponseWriter) error   { return r.r.WriteTo(w) }
+func (r idemResponse) VisitJoinNewsletterResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }
 func (r idemResponse) VisitUploadReceiptResponse(w http.ResponseWriter) error  { return r.r.WriteTo(w) }
+func (r idemResponse) VisitCreateSubscriptionResponse(w http.ResponseWriter) error {
+	return r.r.WriteTo(w)
+}
 func (r idemResponse) VisitCreateTransferResponse(w http.ResponseWriter) error { return r.r.WriteTo(w) }

@@ -29,10 +29,22 @@ type ChargeRequest struct {
 	Currency string `json:"currency"`
 }
 
+// SubscriptionRequest defines model for SubscriptionRequest.
+type SubscriptionRequest struct {
+	Plan       string  `json:"plan"`
+	RequestKey *string `json:"request_key,omitempty"`
+}
+
 // CreateChargeParams defines parameters for CreateCharge.
 type CreateChargeParams struct {
 	DryRun         *bool   `form:"dry_run,omitempty" json:"dry_run,omitempty"`
 	IdempotencyKey *string `json:"Idempotency-Key,omitempty"`
+}
+
+// JoinNewsletterFormdataBody defines parameters for JoinNewsletter.
+type JoinNewsletterFormdataBody struct {
+	Email *string `form:"email,omitempty" json:"email,omitempty"`
+	Token *string `form:"token,omitempty" json:"token,omitempty"`
 }
 
 // UploadReceiptMultipartBody defines parameters for UploadReceipt.
@@ -57,8 +69,17 @@ type CreateTransferJSONBody struct {
 // CreateChargeJSONRequestBody defines body for CreateCharge for application/json ContentType.
 type CreateChargeJSONRequestBody = ChargeRequest
 
+// JoinNewsletterFormdataRequestBody defines body for JoinNewsletter for application/x-www-form-urlencoded ContentType.
+type JoinNewsletterFormdataRequestBody JoinNewsletterFormdataBody
+
 // UploadReceiptMultipartRequestBody defines body for UploadReceipt for multipart/form-data ContentType.
 type UploadReceiptMultipartRequestBody UploadReceiptMultipartBody
+
+// CreateSubscriptionJSONRequestBody defines body for CreateSubscription for application/json ContentType.
+type CreateSubscriptionJSONRequestBody = SubscriptionRequest
+
+// CreateSubscriptionFormdataRequestBody defines body for CreateSubscription for application/x-www-form-urlencoded ContentType.
+type CreateSubscriptionFormdataRequestBody = SubscriptionRequest
 
 // CreateTransferJSONRequestBody defines body for CreateTransfer for application/json ContentType.
 type CreateTransferJSONRequestBody CreateTransferJSONBody
@@ -148,9 +169,29 @@ type ClientInterface interface {
 	// Takes a body of the `application/json` content type.
 	CreateCharge(ctx context.Context, accountId string, params *CreateChargeParams, body CreateChargeJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// JoinNewsletterWithBody performs a POST /newsletter (the `JoinNewsletter` operationId) request,
+	// with any type of body and a specified content type.
+	JoinNewsletterWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// JoinNewsletterWithFormdataBody performs a POST /newsletter (the `JoinNewsletter` operationId) request.
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	JoinNewsletterWithFormdataBody(ctx context.Context, body JoinNewsletterFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// UploadReceiptWithBody performs a POST /receipts (the `UploadReceipt` operationId) request,
 	// with any type of body and a specified content type.
 	UploadReceiptWithBody(ctx context.Context, params *UploadReceiptParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSubscriptionWithBody performs a POST /subscriptions (the `CreateSubscription` operationId) request,
+	// with any type of body and a specified content type.
+	CreateSubscriptionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSubscription performs a POST /subscriptions (the `CreateSubscription` operationId) request.
+	// Takes a body of the `application/json` content type.
+	CreateSubscription(ctx context.Context, body CreateSubscriptionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateSubscriptionWithFormdataBody performs a POST /subscriptions (the `CreateSubscription` operationId) request.
+	// Takes a body of the `application/x-www-form-urlencoded` content type.
+	CreateSubscriptionWithFormdataBody(ctx context.Context, body CreateSubscriptionFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CreateTransferWithBody performs a POST /transfers (the `CreateTransfer` operationId) request,
 	// with any type of body and a specified content type.
@@ -202,10 +243,80 @@ func (c *Client) CreateCharge(ctx context.Context, accountId string, params *Cre
 	return c.Client.Do(req)
 }
 
+// JoinNewsletterWithBody performs a POST /newsletter (the `JoinNewsletter` operationId) request,
+// with any type of body and a specified content type.
+func (c *Client) JoinNewsletterWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewJoinNewsletterRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// JoinNewsletterWithFormdataBody performs a POST /newsletter (the `JoinNewsletter` operationId) request.
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+func (c *Client) JoinNewsletterWithFormdataBody(ctx context.Context, body JoinNewsletterFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewJoinNewsletterRequestWithFormdataBody(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // UploadReceiptWithBody performs a POST /receipts (the `UploadReceipt` operationId) request,
 // with any type of body and a specified content type.
 func (c *Client) UploadReceiptWithBody(ctx context.Context, params *UploadReceiptParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewUploadReceiptRequestWithBody(c.Server, params, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSubscriptionWithBody performs a POST /subscriptions (the `CreateSubscription` operationId) request,
+// with any type of body and a specified content type.
+func (c *Client) CreateSubscriptionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSubscriptionRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSubscription performs a POST /subscriptions (the `CreateSubscription` operationId) request.
+// Takes a body of the `application/json` content type.
+func (c *Client) CreateSubscription(ctx context.Context, body CreateSubscriptionJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSubscriptionRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateSubscriptionWithFormdataBody performs a POST /subscriptions (the `CreateSubscription` operationId) request.
+// Takes a body of the `application/x-www-form-urlencoded` content type.
+func (c *Client) CreateSubscriptionWithFormdataBody(ctx context.Context, body CreateSubscriptionFormdataRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateSubscriptionRequestWithFormdataBody(c.Server, body)
 	if err != nil {
 		return nil, err
 	}
@@ -367,6 +478,46 @@ func NewCreateChargeRequestWithBody(server string, accountId string, params *Cre
 	return req, nil
 }
 
+// NewJoinNewsletterRequestWithFormdataBody calls the generic JoinNewsletter builder with application/x-www-form-urlencoded body
+func NewJoinNewsletterRequestWithFormdataBody(server string, body JoinNewsletterFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewJoinNewsletterRequestWithBody(server, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewJoinNewsletterRequestWithBody constructs an http.Request for the JoinNewsletter method, with any body, and a specified content type
+func NewJoinNewsletterRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/newsletter")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewUploadReceiptRequestWithBody constructs an http.Request for the UploadReceipt method, with any body, and a specified content type
 func NewUploadReceiptRequestWithBody(server string, params *UploadReceiptParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
@@ -407,6 +558,57 @@ func NewUploadReceiptRequestWithBody(server string, params *UploadReceiptParams,
 		}
 
 	}
+
+	return req, nil
+}
+
+// NewCreateSubscriptionRequest calls the generic CreateSubscription builder with application/json body
+func NewCreateSubscriptionRequest(server string, body CreateSubscriptionJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateSubscriptionRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateSubscriptionRequestWithFormdataBody calls the generic CreateSubscription builder with application/x-www-form-urlencoded body
+func NewCreateSubscriptionRequestWithFormdataBody(server string, body CreateSubscriptionFormdataRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	bodyStr, err := runtime.MarshalForm(body, nil)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = strings.NewReader(bodyStr.Encode())
+	return NewCreateSubscriptionRequestWithBody(server, "application/x-www-form-urlencoded", bodyReader)
+}
+
+// NewCreateSubscriptionRequestWithBody constructs an http.Request for the CreateSubscription method, with any body, and a specified content type
+func NewCreateSubscriptionRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/subscriptions")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -510,11 +712,35 @@ type ClientWithResponsesInterface interface {
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	CreateChargeWithResponse(ctx context.Context, accountId string, params *CreateChargeParams, body CreateChargeJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateChargeResponse, error)
 
+	// JoinNewsletterWithBodyWithResponse performs a POST /newsletter (the `JoinNewsletter` operationId) request,
+	// with any type of body and a specified content type.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	JoinNewsletterWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*JoinNewsletterResponse, error)
+
+	// JoinNewsletterWithFormdataBodyWithResponse performs a POST /newsletter (the `JoinNewsletter` operationId) request.
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	JoinNewsletterWithFormdataBodyWithResponse(ctx context.Context, body JoinNewsletterFormdataRequestBody, reqEditors ...RequestEditorFn) (*JoinNewsletterResponse, error)
+
 	// UploadReceiptWithBodyWithResponse performs a POST /receipts (the `UploadReceipt` operationId) request,
 	// with any type of body and a specified content type.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	UploadReceiptWithBodyWithResponse(ctx context.Context, params *UploadReceiptParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UploadReceiptResponse, error)
+
+	// CreateSubscriptionWithBodyWithResponse performs a POST /subscriptions (the `CreateSubscription` operationId) request,
+	// with any type of body and a specified content type.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	CreateSubscriptionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateSubscriptionResponse, error)
+
+	// CreateSubscriptionWithResponse performs a POST /subscriptions (the `CreateSubscription` operationId) request.
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	CreateSubscriptionWithResponse(ctx context.Context, body CreateSubscriptionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSubscriptionResponse, error)
+
+	// CreateSubscriptionWithFormdataBodyWithResponse performs a POST /subscriptions (the `CreateSubscription` operationId) request.
+	// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+	CreateSubscriptionWithFormdataBodyWithResponse(ctx context.Context, body CreateSubscriptionFormdataRequestBody, reqEditors ...RequestEditorFn) (*CreateSubscriptionResponse, error)
 
 	// CreateTransferWithBodyWithResponse performs a POST /transfers (the `CreateTransfer` operationId) request,
 	// with any type of body and a specified content type.
@@ -609,6 +835,40 @@ func (r CreateChargeResponse) ContentType() string {
 	return ""
 }
 
+type JoinNewsletterResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+}
+
+// GetBody returns the raw response body bytes
+func (r JoinNewsletterResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r JoinNewsletterResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r JoinNewsletterResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r JoinNewsletterResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type UploadReceiptResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -637,6 +897,40 @@ func (r UploadReceiptResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r UploadReceiptResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateSubscriptionResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateSubscriptionResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateSubscriptionResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateSubscriptionResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateSubscriptionResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -721,6 +1015,28 @@ func (c *ClientWithResponses) CreateChargeWithResponse(ctx context.Context, acco
 	return ParseCreateChargeResponse(rsp)
 }
 
+// JoinNewsletterWithBodyWithResponse performs a POST /newsletter (the `JoinNewsletter` operationId) request,
+// with any type of body and a specified content type.
+//
+// Returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) JoinNewsletterWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*JoinNewsletterResponse, error) {
+	rsp, err := c.JoinNewsletterWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseJoinNewsletterResponse(rsp)
+}
+
+// JoinNewsletterWithFormdataBodyWithResponse performs a POST /newsletter (the `JoinNewsletter` operationId) request.
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) JoinNewsletterWithFormdataBodyWithResponse(ctx context.Context, body JoinNewsletterFormdataRequestBody, reqEditors ...RequestEditorFn) (*JoinNewsletterResponse, error) {
+	rsp, err := c.JoinNewsletterWithFormdataBody(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseJoinNewsletterResponse(rsp)
+}
+
 // UploadReceiptWithBodyWithResponse performs a POST /receipts (the `UploadReceipt` operationId) request,
 // with any type of body and a specified content type.
 //
@@ -731,6 +1047,38 @@ func (c *ClientWithResponses) UploadReceiptWithBodyWithResponse(ctx context.Cont
 		return nil, err
 	}
 	return ParseUploadReceiptResponse(rsp)
+}
+
+// CreateSubscriptionWithBodyWithResponse performs a POST /subscriptions (the `CreateSubscription` operationId) request,
+// with any type of body and a specified content type.
+//
+// Returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) CreateSubscriptionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateSubscriptionResponse, error) {
+	rsp, err := c.CreateSubscriptionWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSubscriptionResponse(rsp)
+}
+
+// CreateSubscriptionWithResponse performs a POST /subscriptions (the `CreateSubscription` operationId) request.
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) CreateSubscriptionWithResponse(ctx context.Context, body CreateSubscriptionJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateSubscriptionResponse, error) {
+	rsp, err := c.CreateSubscription(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSubscriptionResponse(rsp)
+}
+
+// CreateSubscriptionWithFormdataBodyWithResponse performs a POST /subscriptions (the `CreateSubscription` operationId) request.
+// Takes a body of the `application/x-www-form-urlencoded` content type, and returns a wrapper object for the known response body format(s).
+func (c *ClientWithResponses) CreateSubscriptionWithFormdataBodyWithResponse(ctx context.Context, body CreateSubscriptionFormdataRequestBody, reqEditors ...RequestEditorFn) (*CreateSubscriptionResponse, error) {
+	rsp, err := c.CreateSubscriptionWithFormdataBody(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateSubscriptionResponse(rsp)
 }
 
 // CreateTransferWithBodyWithResponse performs a POST /transfers (the `CreateTransfer` operationId) request,
@@ -810,6 +1158,22 @@ func ParseCreateChargeResponse(rsp *http.Response) (*CreateChargeResponse, error
 	return response, nil
 }
 
+// ParseJoinNewsletterResponse parses an HTTP response from a JoinNewsletterWithResponse call
+func ParseJoinNewsletterResponse(rsp *http.Response) (*JoinNewsletterResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &JoinNewsletterResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	return response, nil
+}
+
 // ParseUploadReceiptResponse parses an HTTP response from a UploadReceiptWithResponse call
 func ParseUploadReceiptResponse(rsp *http.Response) (*UploadReceiptResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -819,6 +1183,22 @@ func ParseUploadReceiptResponse(rsp *http.Response) (*UploadReceiptResponse, err
 	}
 
 	response := &UploadReceiptResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	return response, nil
+}
+
+// ParseCreateSubscriptionResponse parses an HTTP response from a CreateSubscriptionWithResponse call
+func ParseCreateSubscriptionResponse(rsp *http.Response) (*CreateSubscriptionResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateSubscriptionResponse{
 		Body:         bodyBytes,
 		HTTPResponse: rsp,
 	}
