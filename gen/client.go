@@ -46,16 +46,16 @@ type clientLayer struct {
 
 // clientOp is one marked operation on the client side.
 type clientOp struct {
-	Name    string // oapi-codegen's Go name: CreatePayment
-	Method  string
-	Path    string
-	KeyVar  string // createPaymentKey: its idemclient.Key
-	Key     keySource
+	Name   string // oapi-codegen's Go name: CreatePayment
+	Method string
+	Path   string
+	KeyVar string // createPaymentKey: its idemclient.Key
+	Key    keySource
 	// JSONPointer and FormField are the body key's places: the pointer in a JSON body,
 	// the field of a form body (either or both, as the operation's bodies are).
 	JSONPointer, FormField string
-	Where   string // the key's place in words, for the doc comment
-	Methods []clientMethod
+	Where                  string // the key's place in words, for the doc comment
+	Methods                []clientMethod
 }
 
 // clientMethod is one method of IdempotentClient: one per request builder oapi-codegen's
