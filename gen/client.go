@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
-	"golang.org/x/tools/imports"
 )
 
 // clientNames are declared by oapi-codegen's client templates (client.tmpl,
@@ -96,7 +95,8 @@ func renderClient(opts Options, m *model, defs []codegen.OperationDefinition) ([
 	if err := tmpl.ExecuteTemplate(&b, "client.go.tmpl", l); err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", ClientFile, err)
 	}
-	out, err := imports.Process(ClientFile, b.Bytes(), &imports.Options{Comments: true, TabIndent: true, TabWidth: 8})
+	// Every import the template may use is listed: formatGo removes the unused ones.
+	out, err := formatGo(ClientFile, b.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("formatting %s: %w\n%s", ClientFile, err, b.Bytes())
 	}
