@@ -17,7 +17,7 @@ func TestClient(t *testing.T) {
 		args  []string
 		files []string
 	}{
-		{"client", []string{"-client"}, []string{"oapi.gen.go", "client.gen.go", "idempotent.gen.go"}},
+		{"client", []string{"-client"}, []string{"oapi.gen.go", "client.gen.go", "spec.gen.go", "idempotent.gen.go"}},
 		{"clientonly", []string{"-client", "-server=false"}, []string{"oapi.gen.go", "client.gen.go"}},
 	} {
 		dir := t.TempDir()
