@@ -27,7 +27,7 @@ func TestExternalBaseClient(t *testing.T) {
 		only  bool
 		files []string
 	}{
-		{"server and client", codegen.GenerateOptions{Models: true, StdHTTPServer: true, Strict: true, Client: true}, false, []string{gen.ClientFile, gen.IdempotentFile}},
+		{"server and client", codegen.GenerateOptions{Models: true, StdHTTPServer: true, Strict: true, Client: true}, false, []string{gen.ClientFile, gen.SpecFile, gen.IdempotentFile}},
 		{"client only", codegen.GenerateOptions{Models: true, Client: true}, true, []string{gen.ClientFile}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
