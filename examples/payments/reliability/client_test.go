@@ -21,13 +21,13 @@ import (
 	"github.com/idemgen/idemgen/internal/pgtest"
 )
 
-// faultProxy starts a toxiproxy (as a library) in front of upstream (host:port) that
+// lossyNetwork starts a toxiproxy (as a library) in front of upstream (host:port) that
 // resets resetShare of the connections when their request arrives (the server never
 // sees it) and cuts dropShare of them when the server's response comes back (the server
 // processed the request; the client gets no answer). Each connection draws its fate
 // once: the client must open one per request (no keep-alive) for the shares to be per
 // request. It returns the proxy's host:port.
-func faultProxy(t *testing.T, upstream string, resetShare, dropShare float64) string {
+func lossyNetwork(t *testing.T, upstream string, resetShare, dropShare float64) string {
 	t.Helper()
 	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	p := toxiproxy.NewProxy(srv, "payments", "127.0.0.1:0", upstream)
@@ -61,7 +61,7 @@ func TestGeneratedClientThroughFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxied := "http://" + faultProxy(t, u.Host, 0.10, 0.30)
+	proxied := "http://" + lossyNetwork(t, u.Host, 0.10, 0.30)
 
 	const account = "acct_faults"
 	var attempts, transportErrors atomic.Int64
