@@ -23,6 +23,7 @@ const consumerMain = `package main
 
 import (
 	_ "github.com/idemgen/idemgen/idem"
+	_ "github.com/idemgen/idemgen/idem/idemclient"
 	_ "github.com/idemgen/idemgen/idem/idemprom"
 	_ "github.com/idemgen/idemgen/idem/idemvalidate"
 	_ "github.com/idemgen/idemgen/idemtest"

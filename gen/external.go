@@ -17,9 +17,18 @@ import (
 // what the idempotent layer refers to: StrictServerInterface and each operation's request
 // and response object types, in package pkg; and that no marked operation's JSON request
 // body type lost its JSON methods (see lostBodyJSON). It returns the package's router
-// (see externalRouter; router is Options.Router).
-func checkExternalBase(dir, pkg, router string, ops []codegen.OperationDefinition, marked []*operation) (string, error) {
-	hint := fmt.Sprintf("-base=%s needs oapi-codegen's output (models, a server, strict-server) for this spec in package %s in %s; generate it there first, or use -base=%s", BaseExternal, pkg, dir, BaseOapiCodegen)
+// (see externalRouter; router is Options.Router). With client it must declare
+// oapi-codegen's client too (ClientWithResponses, each operation's response type); with
+// clientOnly it needs no server.
+func checkExternalBase(dir, pkg, router string, ops []codegen.OperationDefinition, marked []*operation, client, clientOnly bool) (string, error) {
+	what := "models, a server, strict-server"
+	switch {
+	case clientOnly:
+		what = "models, client"
+	case client:
+		what = "models, a server, strict-server, client"
+	}
+	hint := fmt.Sprintf("-base=%s needs oapi-codegen's output (%s) for this spec in package %s in %s; generate it there first, or use -base=%s", BaseExternal, what, pkg, dir, BaseOapiCodegen)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return "", fmt.Errorf("%v; %s", err, hint)
@@ -31,7 +40,7 @@ func checkExternalBase(dir, pkg, router string, ops []codegen.OperationDefinitio
 	fset := token.NewFileSet()
 	for _, e := range entries {
 		n := e.Name()
-		if e.IsDir() || !strings.HasSuffix(n, ".go") || strings.HasSuffix(n, "_test.go") || n == IdempotentFile || n == SpecFile {
+		if e.IsDir() || !strings.HasSuffix(n, ".go") || strings.HasSuffix(n, "_test.go") || n == IdempotentFile || n == SpecFile || n == ClientFile {
 			continue
 		}
 		f, err := parser.ParseFile(fset, filepath.Join(dir, n), nil, parser.SkipObjectResolution|parser.ParseComments)
@@ -67,10 +76,22 @@ func checkExternalBase(dir, pkg, router string, ops []codegen.OperationDefinitio
 		}
 	}
 	var missing []string
-	want := []string{"StrictServerInterface"}
+	var want []string
+	if !clientOnly {
+		want = append(want, "StrictServerInterface")
+	}
+	if client {
+		want = append(want, "ClientWithResponses")
+	}
 	for _, o := range ops {
-		if !o.IsAlias {
+		if o.IsAlias {
+			continue
+		}
+		if !clientOnly {
 			want = append(want, o.OperationId+"RequestObject", o.OperationId+"ResponseObject")
+		}
+		if client {
+			want = append(want, o.OperationId+"Response")
 		}
 	}
 	for _, w := range want {
@@ -81,6 +102,9 @@ func checkExternalBase(dir, pkg, router string, ops []codegen.OperationDefinitio
 	if len(missing) == 0 {
 		if err := lostBodyJSON(ops, marked, types, jsonMethods); err != nil {
 			return "", err
+		}
+		if clientOnly {
+			return "", nil
 		}
 		return externalRouter(router, decls)
 	}

@@ -36,7 +36,7 @@ func Emit(fsys FileSystem, files []File) error {
 // Write emits files into the directory dir (created when missing).
 func Write(dir string, files []File) error { return Emit(Dir(dir), files) }
 
-// leftovers returns the names of BaseFile, IdempotentFile and SpecFile when fsys holds them with
+// leftovers returns the names of BaseFile, IdempotentFile, SpecFile and ClientFile when fsys holds them with
 // idemgen's "Code generated" header above the package clause and files does not.
 func leftovers(fsys FileSystem, files []File) []string {
 	want := map[string]bool{}
@@ -44,7 +44,7 @@ func leftovers(fsys FileSystem, files []File) []string {
 		want[f.Name] = true
 	}
 	var out []string
-	for _, name := range []string{BaseFile, IdempotentFile, SpecFile} {
+	for _, name := range []string{BaseFile, IdempotentFile, SpecFile, ClientFile} {
 		if want[name] {
 			continue
 		}

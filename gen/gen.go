@@ -18,6 +18,7 @@ const (
 const (
 	BaseFile       = "oapi.gen.go"
 	IdempotentFile = "idempotent.gen.go"
+	ClientFile     = "client.gen.go" // with Options.Client: IdempotentClient
 )
 
 // Options says what to generate.
@@ -30,8 +31,18 @@ type Options struct {
 	// RouterChi, RouterEcho or RouterGin. With BaseExternal the package's own
 	// oapi-codegen output says which (Router, when set, must agree with it); it shapes
 	// only the wiring shown in the generated doc comment.
-	Router  string
-	Version string // idemgen version in the header; "" means Version()
+	Router string
+	// Client also generates the client side: oapi-codegen's client (in BaseFile, beside
+	// the models the server uses) and ClientFile, whose IdempotentClient calls every
+	// marked operation through idemclient's retry loop (one key per logical call, the
+	// same key and body on every attempt). With BaseExternal the package's own
+	// oapi-codegen output must have the client (client: true) and only ClientFile is
+	// added to the idempotent layer.
+	Client bool
+	// ClientOnly (implies Client) generates no server: BaseFile holds the models and the
+	// client, IdempotentFile is not written; for a package that calls the service.
+	ClientOnly bool
+	Version    string // idemgen version in the header; "" means Version()
 	// Warnf, when set, receives warnings, each a located line: things that generate but
 	// are likely mistakes (no operation marked x-idempotent), and every guess idemgen
 	// makes about a key the spec does not declare plainly (the name of an added header,
@@ -126,23 +137,33 @@ func Generate(opts Options) ([]File, error) {
 		return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
 	}
 	if opts.Base == BaseExternal {
-		if opts.Router, err = checkExternalBase(opts.Dir, opts.Package, opts.Router, b.ops, m.Ops); err != nil {
+		if opts.Router, err = checkExternalBase(opts.Dir, opts.Package, opts.Router, b.ops, m.Ops, opts.Client, opts.ClientOnly); err != nil {
 			return nil, err
 		}
 	}
-	layer, err := render(opts, m, b.ops)
-	if err != nil {
-		return nil, err
-	}
 	var files []File
 	if opts.Base == BaseOapiCodegen {
-		code, err := formatBase(b, opts.Version, opts.Router)
+		code, err := formatBase(b, opts)
 		if err != nil {
 			return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
 		}
 		files = append(files, File{Name: BaseFile, Data: code})
 	}
-	return append(files, File{Name: SpecFile, Data: specCode}, File{Name: IdempotentFile, Data: layer}), nil
+	if opts.Client {
+		client, err := renderClient(opts, m, b.ops)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, File{Name: ClientFile, Data: client})
+	}
+	if !opts.ClientOnly { // a client-only package has no server: no layer, no spec to validate with
+		layer, err := render(opts, m, b.ops)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, File{Name: SpecFile, Data: specCode}, File{Name: IdempotentFile, Data: layer})
+	}
+	return files, nil
 }
 
 func (opts Options) withDefaults() (Options, error) {
@@ -162,7 +183,13 @@ func (opts Options) withDefaults() (Options, error) {
 	if err := checkRouter(opts.Router); err != nil {
 		return opts, err
 	}
-	if opts.Router == "" && opts.Base == BaseOapiCodegen {
+	if opts.ClientOnly {
+		if opts.Router != "" {
+			return opts, fmt.Errorf("router %q with a client-only package: there is no server to route", opts.Router)
+		}
+		opts.Client = true
+	}
+	if opts.Router == "" && opts.Base == BaseOapiCodegen && !opts.ClientOnly {
 		opts.Router = RouterStdHTTP
 	}
 	if opts.Version == "" {

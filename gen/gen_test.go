@@ -62,11 +62,19 @@ var goldenCases = []string{
 	"redisstore",   // store: redis beside PostgreSQL operations (idem/idemredis compiles it: not a dependency of this module)
 	"redisonly",    // store: redis as the document default, every POST marked
 	"unionbody",    // inline oneOf/anyOf request bodies (oapi-codegen issue 2498): moved into components, their JSON kept
+	"client",       // client.yaml with -client: oapi-codegen's client and IdempotentClient beside the server
+	"clientonly",   // client.yaml with -client -server=false: models and client only
 }
 
 // goldenRedis are the cases whose generated code imports idem/idemredis, a module of its
 // own: idem/idemredis's TestGeneratedCodeCompiles compiles them.
 var goldenRedis = map[string]bool{"redisstore": true, "redisonly": true}
+
+// clientSpec is the spec of the client cases.
+const clientSpec = "testdata/golden/client.yaml"
+
+// goldenClient are the -client cases and whether they leave the server out.
+var goldenClient = map[string]bool{"client": false, "clientonly": true}
 
 // routersSpec is the spec of the router cases.
 const routersSpec = "testdata/golden/routers.yaml"
@@ -103,6 +111,9 @@ func goldenSpec(t *testing.T, c string) string {
 	if _, ok := goldenExternal[c]; ok {
 		return routersSpec
 	}
+	if _, ok := goldenClient[c]; ok {
+		return clientSpec
+	}
 	name, shared := sharedSpecs[c]
 	if !shared {
 		if _, err := os.Stat(filepath.Join(dir, "openapi.json")); err == nil {
@@ -130,6 +141,13 @@ func TestGolden(t *testing.T) {
 			dir := filepath.Join("testdata", "golden", c)
 			opts := gen.Options{Spec: goldenSpec(t, c), Package: c, Router: goldenRouters[c], Version: "(devel)"}
 			want := []string{gen.BaseFile, gen.SpecFile, gen.IdempotentFile}
+			if only, ok := goldenClient[c]; ok {
+				opts.Client, opts.ClientOnly = true, only
+				want = []string{gen.BaseFile, gen.ClientFile, gen.SpecFile, gen.IdempotentFile}
+				if only {
+					want = want[:2]
+				}
+			}
 			if g, ok := goldenExternal[c]; ok {
 				compareGolden(t, dir, gen.File{Name: ExternalBaseFile, Data: oapiCodegen(t, opts.Spec, c, g)})
 				opts.Base, opts.Dir, want = gen.BaseExternal, dir, want[1:]

@@ -103,10 +103,10 @@ func (s *site) keep() int {
 // parameters, bodies and responses: what the idempotent layer uses, which no rename here
 // changes). oapi-codegen's package state must hold this run's configuration (see
 // initCodegen).
-func resolveNames(doc *openapi3.T, router string) ([]codegen.OperationDefinition, error) {
+func resolveNames(doc *openapi3.T, router string, client bool) ([]codegen.OperationDefinition, error) {
 	codegen.SetGlobalStateSpec(doc)
 	comps := components(doc)
-	sites, ops, err := collectSites(doc, comps, router)
+	sites, ops, err := collectSites(doc, comps, router, client)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +149,7 @@ func keepFieldNames(doc *openapi3.T, comps []*component) {
 
 // collectSites lists every type definition of the base: the components' (in the order
 // oapi-codegen declares them), the operations', and the reserved names (the router's too).
-func collectSites(doc *openapi3.T, comps []*component, router string) ([]*site, []codegen.OperationDefinition, error) {
+func collectSites(doc *openapi3.T, comps []*component, router string, client bool) ([]*site, []codegen.OperationDefinition, error) {
 	var sites []*site
 	otherJSON := otherJSONResponseSchemas(doc)
 	for _, c := range comps {
@@ -194,8 +194,17 @@ func collectSites(doc *openapi3.T, comps []*component, router string) ([]*site, 
 		for _, n := range operationTypeNames(op) {
 			sites = append(sites, &site{name: n, rank: rankFixed})
 		}
+		if client {
+			for _, n := range clientOperationNames(op) {
+				sites = append(sites, &site{name: n, rank: rankFixed})
+			}
+		}
 	}
-	for _, n := range slices.Concat(reservedNames, routerNames[router]) {
+	reserved := slices.Concat(reservedNames, routerNames[router])
+	if client {
+		reserved = append(reserved, clientNames...)
+	}
+	for _, n := range reserved {
 		sites = append(sites, &site{name: n, rank: rankFixed})
 	}
 	return sites, defs, nil

@@ -19,14 +19,14 @@ func BenchmarkResolveNames(b *testing.B) {
 		b.Run(fmt.Sprintf("values=%d", n), func(b *testing.B) {
 			codegenMu.Lock()
 			defer codegenMu.Unlock()
-			if err := initCodegen(baseConfig("api", RouterStdHTTP), enumDoc(1)); err != nil {
+			if err := initCodegen(baseConfig("api", RouterStdHTTP, false, false), enumDoc(1)); err != nil {
 				b.Fatal(err)
 			}
 			for b.Loop() {
 				b.StopTimer()
 				doc := enumDoc(n)
 				b.StartTimer()
-				if _, err := resolveNames(doc, RouterStdHTTP); err != nil {
+				if _, err := resolveNames(doc, RouterStdHTTP, false); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -16,8 +16,9 @@ import (
 // base the key headers stay as the spec declares them: the package's own oapi-codegen
 // output has them so. router is the base's server, whose names no schema may take ("" for
 // an external base whose server is not known yet). It returns the operations as
-// oapi-codegen defines them (see resolveNames).
-func prepareBase(doc *openapi3.T, m *model, external bool, router string) ([]codegen.OperationDefinition, error) {
+// oapi-codegen defines them (see resolveNames). With client, the names of oapi-codegen's
+// client are reserved too.
+func prepareBase(doc *openapi3.T, m *model, external bool, router string, client bool) ([]codegen.OperationDefinition, error) {
 	doc.Webhooks = nil // OpenAPI 3.1 webhooks are requests the service sends, not serves
 	for _, o := range m.Ops {
 		if o.Key.Header != "" && !external {
@@ -50,7 +51,7 @@ func prepareBase(doc *openapi3.T, m *model, external bool, router string) ([]cod
 		uniqueFieldNames(s)
 		enumOfStrings(s)
 	})
-	return resolveNames(doc, router)
+	return resolveNames(doc, router, client)
 }
 
 // keyHeader makes the key header of o an optional string header of the operation in the

@@ -4,5 +4,5 @@
 // one-command demo (cmd/demo). See README.md.
 package payments
 
-// Regenerate the handlers from the spec (the typed SQL: see db/doc.go):
-//go:generate go tool idemgen generate -package api -o api openapi.yaml
+// Regenerate the handlers (and the client) from the spec (the typed SQL: see db/doc.go):
+//go:generate go tool idemgen generate -client -package api -o api openapi.yaml

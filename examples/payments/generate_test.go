@@ -13,12 +13,12 @@ import (
 // the options of the go:generate line in doc.go: `go test` fails when they are stale, like
 // `idemgen generate -check` in CI.
 func TestGeneratedCodeIsFresh(t *testing.T) {
-	files, err := gen.Generate(gen.Options{Spec: "openapi.yaml", Package: "api", Dir: "api"})
+	files, err := gen.Generate(gen.Options{Spec: "openapi.yaml", Package: "api", Dir: "api", Client: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(files) != 3 {
-		t.Errorf("%d generated files, want 3 (oapi.gen.go, spec.gen.go, idempotent.gen.go)", len(files))
+	if len(files) != 4 {
+		t.Errorf("%d generated files, want 4 (oapi.gen.go, client.gen.go, spec.gen.go, idempotent.gen.go)", len(files))
 	}
 	for _, f := range files {
 		p := filepath.Join("api", f.Name)
@@ -27,7 +27,7 @@ func TestGeneratedCodeIsFresh(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !bytes.Equal(old, f.Data) {
-			t.Errorf("%s is stale: run `go -C examples generate ./payments` (or `idemgen generate -check -package api -o api openapi.yaml` for a diff)", p)
+			t.Errorf("%s is stale: run `go -C examples generate ./payments` (or `idemgen generate -check -client -package api -o api openapi.yaml` for a diff)", p)
 		}
 	}
 }

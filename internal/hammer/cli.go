@@ -83,6 +83,7 @@ func newFlags(cfg *Config, o *options) *flag.FlagSet {
 	fs.StringVar(&cfg.KeyFormat, "key-format", KeyFormatPrefix, "`FORMAT` of the keys: prefix (key i is PREFIX+i) or uuid (a version 4 UUID\nderived from PREFIX and i, for a key declared with format: uuid)")
 	fs.StringVar(&o.keyPrefix, "key-prefix", "", "key `PREFIX`; key i is PREFIX+i, or with -key-format uuid the UUIDs' seed\n(default random per run)")
 	fs.DurationVar(&cfg.Timeout, "timeout", DefaultTimeout, "per-request `TIMEOUT` (e.g. 30s), from release to end of body")
+	fs.IntVar(&cfg.Retries, "retries", 0, "`N` retries per request with its key, as a well-behaved client would (idemclient:\ntransport errors, 409/429 after Retry-After, 5xx not stored); 0 sends each request once")
 	fs.BoolVar(&o.jsonOut, "json", false, "print the summary as JSON")
 	fs.BoolVar(&o.quiet, "q", false, "no progress lines on stderr")
 	return fs

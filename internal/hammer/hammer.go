@@ -17,6 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/idemgen/idemgen/idem/idemclient"
 )
 
 // Defaults applied by [Run] to zero fields of [Config].
@@ -34,8 +36,12 @@ const (
 const ReplayedHeader = "Idempotent-Replayed"
 
 // MaxBodyBytes is how much of each response body, in bytes, is kept for comparison. Longer
-// bodies are still read to the end and their full length is compared too.
+// bodies are still read to the end (up to MaxResponseBytes) and their full length is
+// compared too.
 const MaxBodyBytes = 4 << 20
+
+// MaxResponseBytes bounds a response body: a longer one is a transport error.
+const MaxResponseBytes = 64 << 20
 
 // Key formats of Config.KeyFormat.
 const (
@@ -78,8 +84,15 @@ type Config struct {
 	// is the version 4 UUID made of the first 16 bytes of SHA-256(KeyPrefix, NUL, i), in
 	// lowercase, so the same KeyPrefix gives the same keys.
 	KeyPrefix string
-	// Timeout bounds each request, from its release to the end of its body. Default 30s.
+	// Timeout bounds each request, from its release to the end of its body (with Retries,
+	// each attempt and the request's attempts together). Default 30s.
 	Timeout time.Duration
+	// Retries makes each request a logical call of idemclient's retry loop: up to Retries
+	// more attempts with the same key and body after a transport error, a 409 or 429
+	// (after Retry-After) or a 5xx not stored, with jittered backoff; the request counts
+	// its final answer. 0 (the default): one attempt per request, so that duplicates reach
+	// the server exactly as sent.
+	Retries int
 	// Progress, when not nil, receives a progress line (done/total, rate) every
 	// ProgressInterval while the run lasts; nothing if it ends sooner.
 	Progress io.Writer
@@ -101,7 +114,7 @@ func (c Config) withDefaults() (Config, error) {
 	if !validToken(c.Method) {
 		return c, fmt.Errorf("invalid method %q", c.Method)
 	}
-	for name, v := range map[string]*int{"requests": &c.Requests, "concurrency": &c.Concurrency, "keys": &c.Keys} {
+	for name, v := range map[string]*int{"requests": &c.Requests, "concurrency": &c.Concurrency, "keys": &c.Keys, "retries": &c.Retries} {
 		if *v < 0 {
 			return c, fmt.Errorf("%s must be positive, got %d", name, *v)
 		}
@@ -229,6 +242,7 @@ func newClient(concurrency int) (*http.Client, *http.Transport) {
 type record struct {
 	done     bool
 	key      int
+	attempts int           // attempts sent: 1 unless Config.Retries
 	status   int           // 0 when err != nil
 	latency  time.Duration // release to end of body
 	replayed bool
@@ -398,8 +412,20 @@ func send(ctx context.Context, client *http.Client, cfg *Config, kr keyRequest, 
 	rctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	t0 := time.Now()
-	resp, err := client.Do(req.WithContext(rctx))
+	// idemclient sends the request (the key is the one in its header) and, with Retries,
+	// retries it with that key; it reads the body whole (a body cut short is a transport
+	// error).
+	retry := &idemclient.Client{Doer: client, MaxAttempts: cfg.Retries + 1, AttemptTimeout: cfg.Timeout, MaxResponseBytes: MaxResponseBytes}
+	resp, res, err := retry.Do(rctx, req, idemclient.Key{Header: cfg.KeyHeader})
+	rec.latency = time.Since(t0)
+	if res != nil {
+		rec.attempts = res.Attempts
+	}
 	if err != nil {
+		var ce *idemclient.CallError
+		if errors.As(err, &ce) {
+			err = ce.Err // the attempts are counted apart
+		}
 		rec.err, rec.canceled = withMethod(err, cfg.Method), ctx.Err() != nil
 		return
 	}
@@ -411,7 +437,6 @@ func send(ctx context.Context, client *http.Client, cfg *Config, kr keyRequest, 
 		rest, err = io.Copy(io.Discard, resp.Body)
 		n += rest
 	}
-	rec.latency = time.Since(t0)
 	if err != nil {
 		rec.err, rec.canceled = fmt.Errorf("reading the %d response body: %w", resp.StatusCode, err), ctx.Err() != nil
 		return

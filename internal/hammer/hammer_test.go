@@ -442,6 +442,28 @@ func TestClientErrorFails(t *testing.T) {
 	}
 }
 
+// With -retries each request is retried with its key (idemclient): the 429s become the
+// executions they would have been, and Attempts counts the retries.
+func TestRetries(t *testing.T) {
+	s, srv := newTestServer(t, limitFirst, 0)
+	r := run(t, Config{URL: srv.URL, Requests: 6, Concurrency: 1, Keys: 2, KeyPrefix: "r", Retries: 1})
+	check(t, r, counts{Requests: 6, Executions: 2, Replays: 4, OK: true}, map[int]int{201: 6})
+	if r.Attempts != 8 || r.Retries != 1 {
+		t.Errorf("attempts %d, retries %d; want 8, 1", r.Attempts, r.Retries)
+	}
+	if s.perKey["r0"] != 4 || s.perKey["r1"] != 4 {
+		t.Errorf("the server saw %v, want 4 requests per key (one retried)", s.perKey)
+	}
+	_, srv = newTestServer(t, limitFirst, 0)
+	code, out, _ := main(t, "-url", srv.URL, "-n", "6", "-c", "1", "-keys", "2", "-q", "-retries", "2")
+	if code != ExitOK || !strings.Contains(out, "attempts     8 (up to 2 retries per request") {
+		t.Errorf("exit %d, want 0 and the attempts line:\n%s", code, out)
+	}
+	if code, _, stderr := main(t, "-url", srv.URL, "-retries", "-1"); code != ExitUsage || !strings.Contains(stderr, "retries") {
+		t.Errorf("-retries -1: exit %d, %s", code, stderr)
+	}
+}
+
 // 23 requests over 5 keys: 5,5,5,4,4. At c=4 the 5-request keys go as bursts of 4 and 1.
 func TestUnevenKeysAndBound(t *testing.T) {
 	s, srv := newTestServer(t, idempotent, 4)

@@ -25,6 +25,9 @@ type Result struct {
 	// Requests is the number of requests that completed: an HTTP response or a transport
 	// error. Planned minus Requests were cancelled or never sent.
 	Requests int
+	// Retries is Config.Retries; Attempts counts the attempts the requests sent (with
+	// Retries 0, one per request sent).
+	Retries, Attempts int
 	// Elapsed is the wall time from the start of dispatching to the last response.
 	Elapsed time.Duration
 	// RequestsPerSecond is Requests / Elapsed, in requests per second.
@@ -175,7 +178,7 @@ func (r *Result) Problems() []string {
 func analyze(cfg *Config, records []record, keys []keyState, elapsed time.Duration, canceled bool) *Result {
 	r := &Result{
 		Method: cfg.Method, URL: cfg.URL, Planned: cfg.Requests, Keys: cfg.Keys,
-		KeyFormat: cfg.KeyFormat, KeyPrefix: cfg.KeyPrefix, Concurrency: cfg.Concurrency, Elapsed: elapsed,
+		KeyFormat: cfg.KeyFormat, KeyPrefix: cfg.KeyPrefix, Concurrency: cfg.Concurrency, Elapsed: elapsed, Retries: cfg.Retries,
 		Status: make(map[int]int), PerKey: make([]KeyResult, cfg.Keys),
 	}
 	for i := range r.PerKey {
@@ -189,6 +192,7 @@ func analyze(cfg *Config, records []record, keys []keyState, elapsed time.Durati
 		if !rec.done {
 			continue
 		}
+		r.Attempts += rec.attempts
 		if rec.canceled {
 			r.Canceled++
 			continue
@@ -398,6 +402,9 @@ func (r *Result) WriteTable(w io.Writer) {
 	line("hammer", "%s %s", r.Method, r.URL)
 	line("requests", "%d in %s (%.1f req/s); %s, %s each; concurrency %d",
 		r.Requests, fmtDur(r.Elapsed), r.RequestsPerSecond, r.describeKeys(), r.perKey(), r.Concurrency)
+	if r.Retries > 0 {
+		line("attempts", "%d (up to %d retries per request with its key: transport errors, 409, 429, 5xx not stored)", r.Attempts, r.Retries)
+	}
 	if r.Interrupted {
 		loud("INTERRUPTED: %d of %d requests completed, %d cancelled; partial summary", r.Requests, r.Planned, r.Canceled)
 	}
@@ -552,6 +559,8 @@ type jsonSummary struct {
 	URL                 string             `json:"url"`
 	Planned             int                `json:"planned"`
 	Requests            int                `json:"requests"`
+	Retries             int                `json:"retries"`
+	Attempts            int                `json:"attempts"`
 	Keys                int                `json:"keys"`
 	KeyFormat           string             `json:"key_format"`
 	KeyPrefix           string             `json:"key_prefix"`
@@ -599,7 +608,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 func (r *Result) WriteJSON(w io.Writer) error {
 	s := jsonSummary{
 		OK: r.OK(), Problems: r.Problems(), Method: r.Method, URL: r.URL,
-		Planned: r.Planned, Requests: r.Requests, Keys: r.Keys, KeyFormat: r.KeyFormat, KeyPrefix: r.KeyPrefix,
+		Planned: r.Planned, Requests: r.Requests, Retries: r.Retries, Attempts: r.Attempts, Keys: r.Keys, KeyFormat: r.KeyFormat, KeyPrefix: r.KeyPrefix,
 		Concurrency: r.Concurrency, ElapsedMS: ms(r.Elapsed), RequestsPerSecond: r.RequestsPerSecond,
 		Status:     make(map[string]int, len(r.Status)),
 		Executions: r.Executions, DuplicateExecutions: r.DuplicateExecutions,

@@ -76,7 +76,9 @@ func buildServers() (payments, sessions string, err error) {
 	}
 	overlay := map[string]string{}
 	generate := func(spec, pkg, target string) error {
-		files, err := gen.Generate(gen.Options{Spec: spec, Package: pkg})
+		// The payments handlers are generated with -client, as committed (client.gen.go
+		// needs oapi-codegen's client in oapi.gen.go).
+		files, err := gen.Generate(gen.Options{Spec: spec, Package: pkg, Client: pkg == "api"})
 		if err != nil {
 			return err
 		}

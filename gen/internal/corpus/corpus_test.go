@@ -1,5 +1,6 @@
 // Package corpus generates the real public specs of ../shared/specs (the two at its top
-// and the corpus/ folder) with every POST marked through x-idempotent-defaults, compiles
+// and the corpus/ folder) with every POST marked through x-idempotent-defaults, with
+// -client (server and client side in one package), compiles
 // what it generated, and checks that -check finds it up to date. The specs are read from
 // ../shared/specs beside the repository; they are never copied into it.
 package corpus
@@ -56,7 +57,9 @@ func TestCorpus(t *testing.T) {
 		pkg := packageName(name)
 		dir := filepath.Join(tmp, pkg)
 		start := time.Now()
-		files, err := gen.Generate(gen.Options{Spec: marked, Package: pkg, Dir: dir})
+		// With -client: the client side (oapi-codegen's client, IdempotentClient) compiles
+		// for every spec too.
+		files, err := gen.Generate(gen.Options{Spec: marked, Package: pkg, Dir: dir, Client: true})
 		t.Logf("%s: generated in %v", name, time.Since(start).Round(time.Millisecond))
 		if want, ok := invalid[name]; ok {
 			checkPinned(t, name, tmp, err, want)

@@ -44,7 +44,7 @@ func TestFlagsAnywhere(t *testing.T) {
 // listing its flags.
 func TestSubcommandHelp(t *testing.T) {
 	for cmd, flags := range map[string][]string{
-		"generate": {"-check", "-router ROUTER", "-base BASE", "-package NAME", "-o DIR", "one dash or two"},
+		"generate": {"-check", "-client", "-server", "-router ROUTER", "-base BASE", "-package NAME", "-o DIR", "one dash or two"},
 		"schema":   {"idempotency_keys"},
 		"purge":    {"-database-url URL", "-batch N", "-dry-run", "-timeout D", "DATABASE_URL"},
 		"keys":     {"-database-url URL", "-json", "-stale-after D", "keys show", "keys held"},
@@ -87,7 +87,8 @@ func TestMistypedFlag(t *testing.T) {
 		{[]string{"purge", "-dryrun"}, "idemgen purge: unknown flag -dryrun (did you mean -dry-run?); run 'idemgen purge -help' for usage\n"},
 		{[]string{"schema", "-o", "x"}, "idemgen schema: unknown flag -o (it takes no flags); run 'idemgen schema -help' for usage\n"},
 		// A flag that begins exactly one flag.
-		{[]string{"generate", "-c"}, "idemgen generate: unknown flag -c (did you mean -check?)" + genHelp},
+		{[]string{"generate", "-ch"}, "idemgen generate: unknown flag -ch (did you mean -check?)" + genHelp},
+		{[]string{"generate", "-c"}, "idemgen generate: unknown flag -c" + genHelp}, // -check, -client
 		{[]string{"purge", "-time", "1m"}, "idemgen purge: unknown flag -time (did you mean -timeout?); run 'idemgen purge -help' for usage\n"},
 		{[]string{"hammer", "-ke", "10"}, "idemgen hammer: unknown flag -ke; run 'idemgen hammer -help' for usage\n"}, // -keys, -key-header, ...
 		// Values: what the flag wants.

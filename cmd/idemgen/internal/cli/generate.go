@@ -17,7 +17,7 @@ import (
 	"github.com/idemgen/idemgen/internal/cliflag"
 )
 
-const generateHelp = `usage: idemgen generate [-check] [-router std-http|chi|echo|gin] [-base oapi-codegen|external] -package NAME -o DIR SPEC
+const generateHelp = `usage: idemgen generate [-check] [-router std-http|chi|echo|gin] [-base oapi-codegen|external] [-client [-server=false]] -package NAME -o DIR SPEC
 
 Writes DIR/oapi.gen.go (oapi-codegen: models, the router's server, strict server),
 DIR/idempotent.gen.go (IdempotentServerInterface, NewIdempotentStrictServer, one
@@ -34,15 +34,23 @@ StrictServerInterface. With -base external, DIR already has oapi-codegen's outpu
 SPEC (models, a std-http, chi, echo or gin server, strict-server), and the router is read
 from it.
 
+With -client, oapi-codegen's client goes into oapi.gen.go too (sharing the models), and
+DIR/client.gen.go has IdempotentClient: for every marked operation a method that puts
+the idempotency key where the spec declares it and retries with the same key and body
+(idemclient); the other operations are oapi-codegen's client's, sent once. With
+-server=false the package is the client only (models and client, no idempotent.gen.go).
+With -base external, DIR's oapi-codegen output must have the client (client: true).
+
 Example:
   idemgen generate -package api -o api openapi.yaml
   idemgen generate -router chi -package api -o api openapi.yaml
+  idemgen generate -client -server=false -package paymentsapi -o paymentsapi openapi.yaml
   idemgen generate openapi.yaml --package api --o api -check
 `
 
 // generateFlags are the flags of generate.
 type generateFlags struct {
-	check                  *bool
+	check, client, server  *bool
 	router, base, pkg, dir *string
 }
 
@@ -50,6 +58,8 @@ func newGenerateFlags() (*flag.FlagSet, generateFlags) {
 	fs := newFlagSet("generate")
 	return fs, generateFlags{
 		check:  fs.Bool("check", false, "write nothing; print a diff and exit 1 when DIR's files are stale"),
+		client: fs.Bool("client", false, "also write oapi-codegen's client and client.gen.go: IdempotentClient, whose methods\nfor the marked operations retry with one idempotency key per call"),
+		server: fs.Bool("server", true, "write the server side (the router's server, strict server, idempotent.gen.go);\n-server=false (with -client) writes a client-only package"),
 		router: fs.String("router", "", "`ROUTER` of the base: std-http (net/http, the default), chi, echo or gin; with\n-base external, read from DIR (when given, it must agree)"),
 		base:   fs.String("base", gen.BaseOapiCodegen, "`BASE`: oapi-codegen writes every file; external writes only idempotent.gen.go and spec.gen.go,\ninto a package that already has oapi-codegen's strict-server output for this spec"),
 		pkg:    fs.String("package", "", "Go package `NAME` of the generated files (required)"),
@@ -92,6 +102,12 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	if *f.router != "" && !slices.Contains(gen.Routers, *f.router) {
 		problems = append(problems, fmt.Sprintf("-router must be one of %s, not %q", strings.Join(gen.Routers, ", "), *f.router))
 	}
+	if !*f.server && !*f.client {
+		problems = append(problems, "-server=false leaves nothing to generate without -client")
+	}
+	if !*f.server && *f.router != "" {
+		problems = append(problems, fmt.Sprintf("-router %s with -server=false: a client-only package has no server to route", *f.router))
+	}
 	if len(specs) > 1 {
 		problems = append(problems, fmt.Sprintf("want one SPEC file, got %d arguments", len(specs)))
 	}
@@ -100,6 +116,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 	}
 	files, err := gen.Generate(gen.Options{
 		Spec: specs[0], Package: *f.pkg, Dir: *f.dir, Base: *f.base, Router: *f.router,
+		Client: *f.client, ClientOnly: !*f.server,
 		Warnf: func(format string, args ...any) { fmt.Fprintf(stderr, "idemgen: warning: "+format+"\n", args...) },
 	})
 	if err != nil {

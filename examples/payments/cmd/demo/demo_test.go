@@ -22,7 +22,7 @@ func TestDemo(t *testing.T) {
 	t.Setenv("DATABASE_URL", pgtest.NewDB(t))
 	var stdout, stderr bytes.Buffer
 	code := run(context.Background(), []string{"-no-generate", "-delay", "100ms",
-		"-duplicates", "20", "-retries", "5", "-keys", "20", "-per-key", "5", "-late-retries", "2", "-c", "20"}, &stdout, &stderr)
+		"-duplicates", "20", "-retries", "5", "-keys", "20", "-per-key", "5", "-late-retries", "2", "-c", "20", "-client-calls", "30"}, &stdout, &stderr)
 	t.Logf("stdout:\n%s\nstderr:\n%s", &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("exit %d", code)
@@ -34,8 +34,10 @@ func TestDemo(t *testing.T) {
 		t.Errorf("phase 1 row missing or wrong")
 	}
 	for _, want := range []string{
-		"createPayment: 21 created keys, 21 payments rows; 0 keys without a row, 0 rows without a key, 0 keys with several rows: OK",
-		"165 requests, 21 payments: a payment was never created twice.",
+		"createPayment: 51 created keys, 51 payments rows; 0 keys without a row, 0 rows without a key, 0 keys with several rows: OK",
+		"4. 30 payments through the generated client, lossy network (api.IdempotentClient, one key per call):\n  30 of 30 calls answered 201 in ",
+		"; 30 payments created\n",
+		"195 requests, 51 payments: a payment was never created twice.",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stdout lacks %q", want)
@@ -45,7 +47,7 @@ func TestDemo(t *testing.T) {
 	if _, err := redistest.Binary(); err != nil && os.Getenv("CI") != "true" {
 		t.Skipf("no redis-server: the stars part was skipped (%v)", err)
 	}
-	if !regexp.MustCompile(`(?m)^4\. one star key: 20 duplicates at once, then 5 retries +25 +1 +\d+ +\d+ +0$`).MatchString(out) ||
+	if !regexp.MustCompile(`(?m)^5\. one star key: 20 duplicates at once, then 5 retries +25 +1 +\d+ +\d+ +0$`).MatchString(out) ||
 		!strings.Contains(out, "stars counted in PostgreSQL: 21, for 21 keys") {
 		t.Errorf("the stars part is missing or wrong")
 	}

@@ -6,10 +6,13 @@
 // generator; when they were stale it writes them and re-runs itself on the new code),
 // starts the service on an embedded throwaway PostgreSQL (or DATABASE_URL) with a
 // simulated downstream delay so that duplicates overlap a request in flight, hammers it
-// with concurrent duplicates (idemgen hammer's engine), audits the database, and prints a
-// table: requests, 201s, 409s, replays, payments created, audit result. Then, on a
-// throwaway redis-server (or REDIS_ADDR), the same for starPayment, whose keys live in
-// Redis (store: redis): its table, and the stars counted in PostgreSQL against its keys.
+// with concurrent duplicates (idemgen hammer's engine), then creates payments with the
+// generated api.IdempotentClient through a lossy network (toxiproxy dropping 30% of the
+// responses after the service processed them, resetting 10% of the connections before),
+// audits the database, and prints a table: requests, 201s, 409s, replays, payments
+// created, the client's calls and attempts, audit result. Then, on a throwaway
+// redis-server (or REDIS_ADDR), the same for starPayment, whose keys live in Redis
+// (store: redis): its table, and the stars counted in PostgreSQL against its keys.
 //
 // Progress goes to stderr, the table to stdout. Exit status 1 when a check fails: a
 // duplicate execution, a mismatched replay, a 5xx, a row count off, or the audit.
@@ -58,6 +61,7 @@ type config struct {
 	keys        int // phase 2: distinct keys
 	perKey      int // phase 2: concurrent duplicates per key
 	retriesLate int // phase 3: retries per key of phase 2, after completion
+	clientCalls int // phase 4: payments through the generated client, over a lossy network
 	concurrency int
 	noGenerate  bool
 	verbose     bool
@@ -73,6 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.keys, "keys", 200, "phase 2: distinct keys")
 	fs.IntVar(&c.perKey, "per-key", 5, "phase 2: concurrent duplicates per key")
 	fs.IntVar(&c.retriesLate, "late-retries", 2, "phase 3: retries of each phase-2 key after it completed")
+	fs.IntVar(&c.clientCalls, "client-calls", 200, "phase 4: payments through the generated client over a lossy network (0: none)")
 	fs.IntVar(&c.concurrency, "c", 50, "phases 2 and 3: requests in flight at most")
 	fs.BoolVar(&c.noGenerate, "no-generate", false, "do not regenerate the handlers first")
 	fs.BoolVar(&c.verbose, "v", false, "print hammer's full summary of each phase on stderr")
@@ -82,8 +87,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
-	if c.duplicates < 1 || c.retries < 0 || c.keys < 1 || c.perKey < 1 || c.retriesLate < 0 || c.concurrency < c.perKey {
-		fmt.Fprintln(stderr, "demo: -duplicates, -keys, -per-key must be at least 1, retries at least 0, and -c at least -per-key")
+	if c.duplicates < 1 || c.retries < 0 || c.keys < 1 || c.perKey < 1 || c.retriesLate < 0 || c.clientCalls < 0 || c.concurrency < c.perKey {
+		fmt.Fprintln(stderr, "demo: -duplicates, -keys, -per-key must be at least 1, retries and -client-calls at least 0, and -c at least -per-key")
 		return 2
 	}
 	logf := func(format string, args ...any) { fmt.Fprintf(stderr, "demo: "+format+"\n", args...) }
@@ -217,6 +222,15 @@ func demo(ctx context.Context, c config, base string, pool *pgxpool.Pool, stdout
 		}
 	}
 
+	var client *clientRun
+	if c.clientCalls > 0 {
+		var err error
+		if client, err = clientPhase(ctx, c.clientCalls, min(c.concurrency, 16), base, account, "demo-"+runID+"-client-", q, logf); err != nil {
+			logf("client phase: %v", err)
+			return false
+		}
+	}
+
 	rep, err := service.Audit(ctx, pool)
 	if err != nil {
 		logf("audit: %v", err)
@@ -256,6 +270,17 @@ func demo(ctx context.Context, c config, base string, pool *pgxpool.Pool, stdout
 	row("total", &tot, totRows)
 	fmt.Fprintln(stdout, "(201 new: the request created the payment; replayed: 201 again, byte-identical, Idempotent-Replayed: true;")
 	fmt.Fprintln(stdout, " 409 busy: the key's first request was still running, Retry-After given; payments: rows the phase added)")
+	calls := tot.Requests
+	if client != nil {
+		fmt.Fprintln(stdout)
+		fmt.Fprintf(stdout, "%s (api.IdempotentClient, one key per call):\n", client.name)
+		fmt.Fprintf(stdout, "  %d of %d calls answered 201 in %s: %d attempts, %d of them lost (%.0f%% of responses dropped, %.0f%% of connections reset),\n",
+			client.answered, client.calls, client.elapsed.Round(time.Millisecond), client.attempts, client.transportErrors, 100*lossyDrop, 100*lossyReset)
+		fmt.Fprintf(stdout, "  %d answers replayed (the lost response of a payment already made); %d payments created\n", client.replays, client.rows)
+		problems = append(problems, client.problems()...)
+		calls += client.calls
+		totRows += client.rows
+	}
 
 	fmt.Fprintln(stdout)
 	fmt.Fprintf(stdout, "audit (every completed key has exactly one payments row, every row a completed key):\n  %s\n", rep.Payments)
@@ -273,7 +298,7 @@ func demo(ctx context.Context, c config, base string, pool *pgxpool.Pool, stdout
 	}
 	fmt.Fprintln(stdout)
 	if ok {
-		fmt.Fprintf(stdout, "%d requests, %d payments: a payment was never created twice.\n", tot.Requests, totRows)
+		fmt.Fprintf(stdout, "%d requests, %d payments: a payment was never created twice.\n", calls, totRows)
 	} else {
 		fmt.Fprintln(stdout, "FAILED: see above.")
 	}
@@ -306,7 +331,7 @@ func regenerate(logf func(string, ...any)) (stale bool, code int) {
 	}
 	spec := filepath.Join(dir, "openapi.yaml")
 	apiDir := filepath.Join(dir, "api")
-	files, err := gen.Generate(gen.Options{Spec: spec, Package: "api", Dir: apiDir})
+	files, err := gen.Generate(gen.Options{Spec: spec, Package: "api", Dir: apiDir, Client: true})
 	if err != nil {
 		for _, e := range gen.Errors(err) {
 			logf("%v", e)

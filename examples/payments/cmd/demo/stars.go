@@ -71,8 +71,8 @@ func starsDemo(ctx context.Context, c config, base string, pool *pgxpool.Pool, s
 		requests, keys, concurrency int
 		prefix                      string
 	}{
-		{fmt.Sprintf("4. one star key: %d duplicates at once, then %d retries", c.duplicates, c.retries), c.duplicates + c.retries, 1, c.duplicates, prefix + "one-"},
-		{fmt.Sprintf("5. %d star keys x %d duplicates at once", c.keys, c.perKey), c.keys * c.perKey, c.keys, c.concurrency, prefix + "many-"},
+		{fmt.Sprintf("5. one star key: %d duplicates at once, then %d retries", c.duplicates, c.retries), c.duplicates + c.retries, 1, c.duplicates, prefix + "one-"},
+		{fmt.Sprintf("6. %d star keys x %d duplicates at once", c.keys, c.perKey), c.keys * c.perKey, c.keys, c.concurrency, prefix + "many-"},
 	} {
 		logf("%s ...", ph.name)
 		res, err := hammer.Run(ctx, hammer.Config{
