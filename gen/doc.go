@@ -233,7 +233,8 @@
 // unmarked) run without the protocol: one warning for the spec lists them, unless
 // x-idempotent: false opts them out on purpose.
 //
-// Nothing of this is silent: each guess (an added header's name, a header declared
+// Nothing of this is silent: each guess (an added header's name other than the default
+// Idempotency-Key, which the policy comment states, a header declared
 // twice, a property that may be the key, a query parameter or another declared place
 // left alone, keys declared on safe or unmarked operations) is a warning (Options.Warnf, stderr for the command), and, for a
 // marked operation, a "Note:" line of its policy comment.

@@ -305,6 +305,14 @@ func TestErrors(t *testing.T) {
 		{"required-contradicts-header.yaml", `testdata/errors/required-contradicts-header.yaml:8:19: x-idempotent.required: false, but the spec declares header Idempotency-Key as required: true`},
 		{"swagger2.yaml", `testdata/errors/swagger2.yaml:1:1: swagger "2.0": a Swagger 2.0 document; idemgen reads OpenAPI 3.0 and 3.1 (convert it first)`},
 		{"retention-short.yaml", `testdata/errors/retention-short.yaml:9:20: x-idempotent.retention: 1m is shorter than the lease (2m): a completed answer must be replayable for at least as long as a claim can block retries`},
+		// A value inherited from x-idempotent-defaults is named as the defaults' field, with
+		// the operation whose own lease it conflicts with; a lease past the default retention
+		// is the lease's error.
+		{"retention-short-defaults.yaml", strings.Join([]string{
+			`testdata/errors/retention-short-defaults.yaml:4:14: x-idempotent-defaults.retention: 1m is shorter than the lease of POST /orders (2m): a completed answer must be replayable for at least as long as a claim can block retries`,
+			`testdata/errors/retention-short-defaults.yaml:4:14: x-idempotent-defaults.retention: 1m is shorter than the lease of POST /refunds (48h): a completed answer must be replayable for at least as long as a claim can block retries`,
+		}, "\n")},
+		{"lease-past-retention.yaml", `testdata/errors/lease-past-retention.yaml:8:16: x-idempotent.lease: 48h is longer than the retention (24h, the default): a completed answer must be replayable for at least as long as a claim can block retries; set retention too`},
 		{"bad-header.yaml", `testdata/errors/bad-header.yaml:8:17: x-idempotent.header: "Idempotency Key" is not a valid HTTP header name (RFC 9110 token)`},
 		{"body-missing-field.yaml", `testdata/errors/body-missing-field.yaml:8:15: x-idempotent.body: "/idem_key": the request body schema has no property "idem_key" there`},
 		{"body-not-string.yaml", `testdata/errors/body-not-string.yaml:8:15: x-idempotent.body: "/amount": the property has type integer, and a key must be a string`},

@@ -42,6 +42,7 @@ type marker struct {
 	pos                       Pos             // of the marker's key, or of the operation's method when marked by methods
 	byMethod                  bool            // marked by x-idempotent-defaults.methods, not by its own marker
 	ownIsolation              bool            // the isolation is the operation's own, not a document default
+	ownLease, ownRetention    bool            // the lease, the retention is the operation's own, not a document default
 	failed                    bool            // some field is in error (reported)
 }
 
@@ -73,6 +74,7 @@ func (m marker) over(d marker) marker {
 	if !m.required.given() {
 		m.required = d.required
 	}
+	m.ownLease, m.ownRetention = m.lease.given(), m.retention.given()
 	if !m.lease.given() {
 		m.lease = d.lease
 	}

@@ -162,11 +162,7 @@ func (s *source) buildOperation(om opMarker, item *openapi3.PathItem, op *openap
 		o.Isolation = "" // a document default isolation is for the PostgreSQL operations
 	}
 	if o.Retention < o.Lease && !mk.lease.bad && !mk.retention.bad {
-		at := mk.retention.pos
-		if !mk.retention.set {
-			at = mk.lease.pos
-		}
-		errs.add(at, "%s.retention: %s is shorter than the lease (%s): a completed answer must be replayable for at least as long as a claim can block retries", MarkerExt, humanDuration(o.Retention), humanDuration(o.Lease))
+		retentionShort(o, mk, errs)
 	}
 	if o.Method == "GET" || o.Method == "HEAD" || o.Method == "OPTIONS" || o.Method == "TRACE" {
 		errs.add(mk.pos, "%s: %s %s is a safe method, idempotent by definition; mark operations that change state (POST, PUT, PATCH, DELETE)", MarkerExt, o.Method, o.Path)
@@ -286,4 +282,32 @@ func streamingResponse(op *openapi3.Operation) string {
 		}
 	}
 	return ""
+}
+
+// retentionShort reports a retention shorter than the lease at the retention the spec
+// writes (the operation's, or x-idempotent-defaults'), naming the operation when its own
+// lease meets the defaults' retention; with the retention left at its default, at the
+// lease.
+func retentionShort(o *operation, mk marker, errs *ErrorList) {
+	const why = "a completed answer must be replayable for at least as long as a claim can block retries"
+	ext := func(own bool) string {
+		if own {
+			return MarkerExt
+		}
+		return DefaultsExt
+	}
+	if !mk.retention.set {
+		errs.add(mk.lease.pos, "%s.lease: %s is longer than the retention (%s, the default): %s; set retention too",
+			ext(mk.ownLease), humanDuration(o.Lease), humanDuration(o.Retention), why)
+		return
+	}
+	lease := "the lease"
+	switch {
+	case mk.lease.set && mk.ownLease && !mk.ownRetention:
+		lease += " of " + o.Method + " " + o.Path
+	case mk.lease.set && !mk.ownLease && mk.ownRetention:
+		lease += " of " + DefaultsExt
+	}
+	errs.add(mk.retention.pos, "%s.retention: %s is shorter than %s (%s): %s",
+		ext(mk.ownRetention), humanDuration(o.Retention), lease, humanDuration(o.Lease), why)
 }

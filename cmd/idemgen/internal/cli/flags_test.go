@@ -113,6 +113,8 @@ func TestMistypedFlag(t *testing.T) {
 		{[]string{"schema", "extra"}, `idemgen schema: takes no arguments, got "extra"; run 'idemgen schema -help' for usage` + "\n"},
 		{[]string{"version", "extra"}, `idemgen version: takes no arguments, got "extra"; run 'idemgen version -help' for usage` + "\n"},
 		{[]string{"purge", "-database-url", "postgres://x", "extra"}, `idemgen purge: unexpected argument "extra"; run 'idemgen purge -help' for usage` + "\n"},
+		{[]string{"keys", "show", "k1"}, `idemgen keys show: want SCOPE and KEY (SCOPE "" when the service sets no scope), got 1 argument; run 'idemgen keys show -help' for usage` + "\n"},
+		{[]string{"keys", "show"}, `idemgen keys show: want SCOPE and KEY (SCOPE "" when the service sets no scope), got 0 arguments; run 'idemgen keys show -help' for usage` + "\n"},
 		{[]string{"hammer", "-url", "http://x", "-c", "0"}, "idemgen hammer: -c must be at least 1, got 0; run 'idemgen hammer -help' for usage\n"},
 	} {
 		code, stdout, stderr := run(c.args...)

@@ -72,7 +72,7 @@ func keys(args []string, stdout, stderr io.Writer) int {
 	sub, rest := rest[0], rest[1:]
 	switch {
 	case sub == "show" && len(rest) != 2:
-		return usageErrors(stderr, "idemgen keys show", fmt.Sprintf("want SCOPE and KEY, got %d arguments", len(rest)))
+		return usageErrors(stderr, "idemgen keys show", fmt.Sprintf(`want SCOPE and KEY (SCOPE "" when the service sets no scope), got %s`, plural(len(rest), "argument")))
 	case sub == "held" && len(rest) != 0:
 		return usageErrors(stderr, "idemgen keys held", fmt.Sprintf("unexpected argument %q", rest[0]))
 	case sub != "show" && sub != "held":
@@ -251,6 +251,14 @@ func keysHeld(ctx context.Context, store *idem.Store, asJSON bool, stdout, stder
 			h.State, h.LockID, client, mark)
 	}
 	_ = w.Flush()
-	fmt.Fprintf(stdout, "%d claims held, %d stale\n", len(held), stale)
+	fmt.Fprintf(stdout, "%s held, %d stale\n", plural(len(held), "claim"), stale)
 	return ExitOK
+}
+
+// plural is n and noun, with an s unless n is 1: "1 claim", "2 claims".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -89,7 +89,7 @@ func TestKeys(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // the database clock passing 50ms, not an ordering
 	}
-	if code != ExitOK || !strings.Contains(stdout, strconv.Itoa(pid)) || !strings.Contains(stdout, "STALE") || !strings.Contains(stdout, "1 claims held, 1 stale") {
+	if code != ExitOK || !strings.Contains(stdout, strconv.Itoa(pid)) || !strings.Contains(stdout, "STALE") || !strings.Contains(stdout, "1 claim held, 1 stale") {
 		t.Fatalf("keys held: exit %d:\n%s", code, stdout)
 	}
 	if code, stdout, _ := run("keys", "show", "--json", "acct-1", "k2"); code != ExitFail || !strings.Contains(stdout, `"held": true`) {
