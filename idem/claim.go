@@ -250,7 +250,8 @@ func (c *call) answer(row keyRow) *Response {
 }
 
 // inProgress answers 409 with Retry-After: seconds, clamped to 1 and to the longest the
-// owner can hold the key (its timeout, else its lease).
+// owner can hold the key (its timeout, else its lease): [liveOwnerRetryAfter] for a key a
+// running transaction holds, the lease's seconds left for a v1 claim row.
 func (c *call) inProgress(seconds int) *Response {
 	maxS := int(math.Ceil(c.p.idleBound().Seconds()))
 	if c.p.Timeout > 0 {

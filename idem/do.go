@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"time"
 
@@ -125,10 +124,18 @@ func (c *call) run(ctx context.Context, fn Func) (*Response, error) {
 		}
 		// The key is held by another transaction.
 		if waitUntil.IsZero() || !c.await(ctx, waitUntil) {
-			return c.inProgress(int(math.Ceil(c.p.idleBound().Seconds()))), nil
+			return c.inProgress(liveOwnerRetryAfter), nil
 		}
 	}
 }
+
+// liveOwnerRetryAfter is the Retry-After, in seconds, of a 409 whose key a running
+// transaction holds: when a retry is likely to find the owner's answer, not the longest the
+// owner could hold the key (its idle bound or timeout, often 30s: a client that honours
+// Retry-After, as idemclient does, would wait that long for a request that takes a
+// fraction of a second, or give up within its deadline). A retry costs one claim flight;
+// an operation whose duplicates should rather wait for the owner sets the marker's wait.
+const liveOwnerRetryAfter = 1
 
 // once is one attempt: the claim's flight, then, when the key is ours, the business and
 // the completion. A nil response and nil error: another transaction holds the key.

@@ -20,7 +20,8 @@
 //     answers whoever holds the lock: another operation or another fingerprint → 422;
 //     completed → the stored status, headers and byte-identical body with
 //     "Idempotent-Replayed: true". No row (or one past retention) and the lock held by
-//     another transaction → 409 with Retry-After, or, with [Policy.Wait], a wait for the
+//     another transaction → 409 with Retry-After: 1 (when a retry is likely to find the
+//     owner's answer, not the longest the owner could hold the key), or, with [Policy.Wait], a wait for the
 //     owner (see Waiting). The lock taken → the key is ours: a fresh claim, or a takeover
 //     of the row past retention;
 //  4. runs the business function in the same transaction, under the request's context,
