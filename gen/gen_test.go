@@ -711,3 +711,37 @@ paths:
 		t.Errorf("warnings:\n%s\nwant the unmarked POST /events first, then no operation is marked", strings.Join(warnings, "\n"))
 	}
 }
+
+// A Redis operation whose timeout outlasts its lease is warned about: the Redis lease is
+// not extended while the business runs, so a slow business loses its key to a retry.
+func TestWarningRedisLeaseShorterThanTimeout(t *testing.T) {
+	spec := filepath.Join(t.TempDir(), "openapi.yaml")
+	if err := os.WriteFile(spec, []byte(`openapi: "3.0.3"
+info: {title: t, version: "1"}
+paths:
+  /likes:
+    post:
+      operationId: like
+      x-idempotent: {store: redis, lease: 5s, timeout: 10s}
+      responses:
+        '204': {description: liked}
+  /follows:
+    post:
+      operationId: follow
+      x-idempotent: {store: redis, lease: 10s, timeout: 10s}
+      responses:
+        '204': {description: followed}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if _, err := gen.Generate(gen.Options{Spec: spec, Package: "api", Warnf: func(format string, args ...any) {
+		got = append(got, fmt.Sprintf(format, args...))
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	want := spec + ":7:7: x-idempotent: POST /likes keeps its key in Redis (store: redis) with a lease (5s) shorter than its timeout (10s): the Redis lease is not extended while the business runs, so a business past 5s loses its key to a retry, which runs it again; set lease to at least the timeout"
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("warnings:\n%s\nwant\n%s", strings.Join(got, "\n"), want)
+	}
+}

@@ -160,6 +160,10 @@ func (s *source) buildOperation(om opMarker, item *openapi3.PathItem, op *openap
 			errs.add(mk.isolation.pos, "%s.isolation: %s %s keeps its keys in Redis (store: redis): its business gets no transaction, so no isolation level; drop one of them", MarkerExt, strings.ToUpper(om.method), om.path)
 		}
 		o.Isolation = "" // a document default isolation is for the PostgreSQL operations
+		if o.Timeout > o.Lease {
+			w.add(mk.pos, "%s: %s %s keeps its key in Redis (store: redis) with a lease (%s) shorter than its timeout (%s): the Redis lease is not extended while the business runs, so a business past %s loses its key to a retry, which runs it again; set lease to at least the timeout",
+				MarkerExt, strings.ToUpper(om.method), om.path, humanDuration(o.Lease), humanDuration(o.Timeout), humanDuration(o.Lease))
+		}
 	}
 	if o.Retention < o.Lease && !mk.lease.bad && !mk.retention.bad {
 		retentionShort(o, mk, errs)

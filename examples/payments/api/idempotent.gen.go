@@ -56,7 +56,7 @@ var createRefundPolicy = idem.MustPolicy(idem.Policy{
 
 // starPaymentPolicy is the idempotency policy of starPayment (POST /payments/{id}/star):
 // key from header Idempotency-Key, required;
-// lease 5s, retention 1h, timeout 10s, no transaction (store: redis).
+// lease 5s, retention 1h, timeout 5s, no transaction (store: redis).
 // STORE: REDIS. A WEAKER GUARANTEE THAN THE POSTGRESQL STORE: the key is NOT in the business's
 // transaction. The business runs, and must commit its own writes, before the key completes;
 // when that completion is lost (Redis down or restarted empty, a failover, an eviction, the
@@ -68,7 +68,7 @@ var starPaymentPolicy = idem.MustPolicy(idem.Policy{
 	KeyRequired: true,
 	Lease:       5 * time.Second,
 	Retention:   time.Hour,
-	Timeout:     10 * time.Second,
+	Timeout:     5 * time.Second,
 })
 
 // NewIdempotentStrictServer returns the StrictServerInterface that runs impl's marked

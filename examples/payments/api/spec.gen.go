@@ -164,6 +164,8 @@ paths:
       x-idempotent:
         store: redis
         lease: 5s
+        # The Redis lease is not extended while the business runs: at most the lease.
+        timeout: 5s
         retention: 1h
       parameters:
         - $ref: '#/components/parameters/PaymentID'
