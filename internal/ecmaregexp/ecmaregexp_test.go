@@ -2,8 +2,12 @@ package ecmaregexp
 
 import (
 	"errors"
+	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestECMA: patterns RE2 refuses compile, and mean what ECMA-262 says; matches are
@@ -44,7 +48,12 @@ func TestTimeout(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs a match until its timeout")
 	}
-	re, err := Compile(`^(a+)+$`)
+	// \s keeps the pattern on regexp2 (a backtracking engine); (a+)+ alone goes to Go's
+	// regexp, linear, and needs no timeout.
+	if ok, err := MustCompileTest(t, `^(a+)+$`).Match(strings.Repeat("a", 64) + "!"); ok || err != nil {
+		t.Errorf("^(a+)+$ on Go's regexp: %v, %v; want false, nil", ok, err)
+	}
+	re, err := Compile(`^(a+)+\s$`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,5 +63,81 @@ func TestTimeout(t *testing.T) {
 	}
 	if re.MatchString(evil) {
 		t.Error("MatchString past the timeout = true")
+	}
+}
+
+// TestNoSpuriousTimeoutUnderLoad: with every core busy, regexp2's coarse timeout clock
+// jumps and reported timeouts for matches of microseconds (44 of them in 5s on 2 cores
+// before Match checked the wall clock): a key or a body field the spec allows was then
+// refused with 400.
+func TestNoSpuriousTimeoutUnderLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("loads every core for 2s")
+	}
+	re, err := Compile(`^[A-Z]{3}$`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var spin sync.WaitGroup
+	for range runtime.NumCPU() * 8 {
+		spin.Go(func() {
+			for x := 0; ; x++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				for i := range 1_000_000 {
+					x += i
+				}
+			}
+		})
+	}
+	var wrong atomic.Int64
+	var match sync.WaitGroup
+	deadline := time.Now().Add(2 * time.Second)
+	for range 16 {
+		match.Go(func() {
+			for time.Now().Before(deadline) {
+				if ok, err := re.Match("EUR"); !ok || err != nil {
+					wrong.Add(1)
+				}
+			}
+		})
+	}
+	match.Wait()
+	close(stop)
+	spin.Wait()
+	if n := wrong.Load(); n > 0 {
+		t.Errorf("%d matches of \"EUR\" against ^[A-Z]{3}$ failed under load", n)
+	}
+}
+
+func MustCompileTest(t *testing.T, pattern string) *Regexp {
+	t.Helper()
+	re, err := Compile(pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return re
+}
+
+// TestEngineChoice: the patterns Go's regexp reads as ECMA-262 does go to it, the others
+// to regexp2.
+func TestEngineChoice(t *testing.T) {
+	for pattern, re2 := range map[string]bool{
+		`^[A-Z]{3}$`:       true,
+		`^[a-z0-9_.-]+$`:   true, // . in a class is a literal in both
+		`^a\.b$`:           true, // so is an escaped one
+		`^.+$`:             false,
+		`^\S+$`:            false,
+		`^[\s]+$`:          false,
+		`^(?!\s)(.*)(\S)$`: false,
+		`^\u00e9$`:         false, // RE2 has no \uXXXX
+	} {
+		if got := MustCompileTest(t, pattern).re2 != nil; got != re2 {
+			t.Errorf("%s: on Go's regexp %v, want %v", pattern, got, re2)
+		}
 	}
 }
