@@ -122,6 +122,8 @@ func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 		// LockKey did not read the row (or read it under a snapshot older than the lock):
 		// ClaimKeyRow decides.
 		return c.claimSerializable(ctx)
+	case !r.Operation.Valid && !c.snapshot:
+		return c.recheckFresh(ctx)
 	case !r.Operation.Valid:
 		return claimFresh, nil, nil
 	default:
@@ -130,6 +132,34 @@ func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 	c.rollback(ctx)
 	return claimAnswered, c.answer(keyRow{
 		operation: r.Operation.String, fingerprint: r.Fingerprint, status: r.Status.String,
+		responseStatus: int(r.ResponseStatus.Int32), headers: r.ResponseHeaders, body: r.ResponseBody,
+		leaseRemaining: r.LeaseRemainingSeconds,
+	}), nil
+}
+
+// recheckFresh reads the key's row again, the lock held, before a fresh claim runs the
+// business under READ COMMITTED: LockKey's snapshot was taken before its lock was granted,
+// so an owner that committed the key's row in between (releasing the lock) is invisible to
+// it, and the business would run a second time (its writes rolled back by the primary key
+// at completion, but its calls made: a 50-duplicate burst behind PgBouncer hit it). This
+// statement's snapshot follows the lock. (Under REPEATABLE READ and SERIALIZABLE,
+// ClaimKeyRow settles it.) The price: one more round trip for a fresh key.
+func (c *call) recheckFresh(ctx context.Context) (claimState, *Response, error) {
+	fctx, cancel := c.s.flightContext(ctx)
+	defer cancel()
+	r, err := idemdb.New(c.conn).GetKey(fctx, idemdb.GetKeyParams{Scope: c.scope, Key: c.key})
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return claimFresh, nil, nil
+	case err != nil:
+		c.rollback(ctx)
+		return 0, nil, fmt.Errorf("idem: read the key's row: %w", err)
+	case r.Takeable:
+		return claimTakeover, nil, nil
+	}
+	c.rollback(ctx)
+	return claimAnswered, c.answer(keyRow{
+		operation: r.Operation, fingerprint: r.Fingerprint, status: r.Status,
 		responseStatus: int(r.ResponseStatus.Int32), headers: r.ResponseHeaders, body: r.ResponseBody,
 		leaseRemaining: r.LeaseRemainingSeconds,
 	}), nil
