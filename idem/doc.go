@@ -136,12 +136,18 @@
 //
 // The statements travel in flights: several written to the server at once and their
 // answers read back, one round trip (pgconn's pipeline mode). A fresh request at READ
-// COMMITTED is three round trips and two statements more than a bare handler's BEGIN;
+// COMMITTED is four round trips and three statements more than a bare handler's BEGIN;
 // INSERT; COMMIT:
 //
 //	flight 1   BEGIN · LockKey · sync
+//	flight 2   GetKey · sync
 //	           the business function's statements, in the same transaction
-//	flight 2   CompleteKey · COMMIT · sync
+//	flight 3   CompleteKey · COMMIT · sync
+//
+// GetKey reads the key's row again once the lock is held: LockKey's snapshot is taken
+// before its lock is granted, so an owner that committed the row in between is invisible
+// to it, and without the re-read a duplicate's business would run a second time (its
+// writes rolled back by the primary key at completion, but its calls made).
 //
 // One commit per request, the business COMMIT. A replay, a 409 or a 422 is two round trips:
 // flight 1, then ROLLBACK. REPEATABLE READ and SERIALIZABLE add ClaimKeyRow, a round trip
