@@ -182,11 +182,7 @@ func (c *call) answerWinner(bg context.Context) (*Response, error) {
 		c.s.observe(c.p.Operation, OutcomeFailed)
 		return nil, fmt.Errorf("idem: read the key's row: %w", err)
 	}
-	return c.answer(keyRow{
-		operation: r.Operation, fingerprint: r.Fingerprint, status: r.Status,
-		responseStatus: int(r.ResponseStatus.Int32), headers: r.ResponseHeaders, body: r.ResponseBody,
-		leaseRemaining: r.LeaseRemainingSeconds,
-	}), nil
+	return c.answer(committedRow(r)), nil
 }
 
 // fail rolls back; a serialization failure or deadlock becomes an errRetry.

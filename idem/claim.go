@@ -158,11 +158,16 @@ func (c *call) recheckFresh(ctx context.Context) (claimState, *Response, error) 
 		return claimTakeover, nil, nil
 	}
 	c.rollback(ctx)
-	return claimAnswered, c.answer(keyRow{
+	return claimAnswered, c.answer(committedRow(r)), nil
+}
+
+// committedRow is the key's row as GetKey read it.
+func committedRow(r idemdb.GetKeyRow) keyRow {
+	return keyRow{
 		operation: r.Operation, fingerprint: r.Fingerprint, status: r.Status,
 		responseStatus: int(r.ResponseStatus.Int32), headers: r.ResponseHeaders, body: r.ResponseBody,
 		leaseRemaining: r.LeaseRemainingSeconds,
-	}), nil
+	}
 }
 
 // answerIfCompleted answers a request whose key another transaction holds under
@@ -179,11 +184,7 @@ func (c *call) answerIfCompleted(ctx context.Context) (claimState, *Response, er
 	case err != nil:
 		return 0, nil, fmt.Errorf("idem: read the key's row: %w", err)
 	}
-	return claimAnswered, c.answer(keyRow{
-		operation: r.Operation, fingerprint: r.Fingerprint, status: r.Status,
-		responseStatus: int(r.ResponseStatus.Int32), headers: r.ResponseHeaders, body: r.ResponseBody,
-		leaseRemaining: r.LeaseRemainingSeconds,
-	}), nil
+	return claimAnswered, c.answer(committedRow(r)), nil
 }
 
 // claimSerializable finishes the claim under SERIALIZABLE, the lock held: ClaimKeyRow
@@ -203,11 +204,7 @@ func (c *call) claimSerializable(ctx context.Context) (claimState, *Response, er
 		if err != nil {
 			return 0, nil, fmt.Errorf("idem: read the key's row: %w", err)
 		}
-		return claimAnswered, c.answer(keyRow{
-			operation: r.Operation, fingerprint: r.Fingerprint, status: r.Status,
-			responseStatus: int(r.ResponseStatus.Int32), headers: r.ResponseHeaders, body: r.ResponseBody,
-			leaseRemaining: r.LeaseRemainingSeconds,
-		}), nil
+		return claimAnswered, c.answer(committedRow(r)), nil
 	}
 	c.rowClaimed = true
 	return claimFresh, nil, nil
