@@ -58,6 +58,17 @@ const (
 // isolation), the lease's idle bound, and LockKey. When the key is ours the transaction
 // stays open (claimFresh, claimTakeover); otherwise it is rolled back and resp is the
 // answer (replay, 409, 422), or, for claimBusy, nil (the caller answers 409 or waits).
+//
+// The flight reads the key's row twice. LockKey takes the lock and reads the row in one
+// statement (so that with the table distributed by scope, the lock is taken on the node
+// that holds the key's shard), but that statement's snapshot is taken before its lock is
+// granted: an owner that committed the key's row in between (releasing
+// the lock) is invisible to it, and a fresh claim would run the business a second time (its
+// writes rolled back by the primary key at completion, but its calls made: a 50-duplicate
+// burst behind PgBouncer hit it). GetKey, the next statement of the same flight, takes its
+// snapshot under READ COMMITTED after the lock is held, and its row decides; under
+// REPEATABLE READ it reads the transaction's snapshot, as LockKey did, and ClaimKeyRow
+// settles it. The price: one statement more, no round trip more.
 func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 	if err := c.connect(ctx); err != nil {
 		return 0, nil, err
@@ -85,13 +96,19 @@ func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 	c.rowClaimed = false
 	serial := c.p.Isolation == pgx.Serializable || c.p.Isolation == "" && defaultIsolation(conn) == "serializable"
 	var r idemdb.LockKeyRow
-	var lock *step
+	var k idemdb.GetKeyRow
+	var lock, read *step
 	if serial {
 		lock = f.query(idemdb.LockKeyOnlyParams{LockHi: hi, LockLo: lo}.Statement(), &r.Locked, &r.Isolation)
 	} else {
 		lock = f.query(idemdb.LockKeyParams{LockHi: hi, LockLo: lo, Scope: c.scope, Key: c.key}.Statement(),
 			&r.Locked, &r.Isolation, &r.Operation, &r.Fingerprint, &r.Status, &r.ResponseStatus,
 			&r.ResponseHeaders, &r.ResponseBody, &r.Takeable, &r.LeaseRemainingSeconds)
+		// The key's row again, in a statement of its own: under READ COMMITTED its
+		// snapshot is taken once LockKey's lock is held.
+		read = f.query(idemdb.GetKeyParams{Scope: c.scope, Key: c.key}.Statement(),
+			&k.Operation, &k.Fingerprint, &k.Status, &k.ResponseStatus, &k.ResponseHeaders,
+			&k.ResponseBody, &k.Takeable, &k.LeaseRemainingSeconds)
 	}
 	err := f.run(fctx)
 	if err != nil {
@@ -100,16 +117,17 @@ func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 	if session {
 		setSessionIdle(conn, idle)
 	}
-	if lock.err != nil {
+	if err := firstErr(lock, read); err != nil {
 		c.rollback(ctx)
-		return 0, nil, fmt.Errorf("idem: claim: %w", lock.err)
+		return 0, nil, fmt.Errorf("idem: claim: %w", err)
 	}
 	if c.p.Isolation == "" {
 		setDefaultIsolation(conn, r.Isolation)
 	}
 	c.snapshot = r.Isolation == "repeatable read" || r.Isolation == "serializable"
+	found := read != nil && read.found
 	switch {
-	case r.Operation.Valid && !r.Takeable:
+	case found && !k.Takeable:
 		// A row that is not ours to take answers, whoever holds the lock: concurrent
 		// replays of a completed key do not make each other 409.
 	case !r.Locked && serial:
@@ -119,46 +137,26 @@ func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 		c.rollback(ctx)
 		return claimBusy, nil, nil
 	case serial || r.Isolation == "serializable":
-		// LockKey did not read the row (or read it under a snapshot older than the lock):
+		// The row was not read (or read under a snapshot older than the lock):
 		// ClaimKeyRow decides.
 		return c.claimSerializable(ctx)
-	case !r.Operation.Valid && !c.snapshot:
-		return c.recheckFresh(ctx)
-	case !r.Operation.Valid:
+	case !found:
 		return claimFresh, nil, nil
 	default:
 		return claimTakeover, nil, nil
 	}
 	c.rollback(ctx)
-	return claimAnswered, c.answer(keyRow{
-		operation: r.Operation.String, fingerprint: r.Fingerprint, status: r.Status.String,
-		responseStatus: int(r.ResponseStatus.Int32), headers: r.ResponseHeaders, body: r.ResponseBody,
-		leaseRemaining: r.LeaseRemainingSeconds,
-	}), nil
+	return claimAnswered, c.answer(committedRow(k)), nil
 }
 
-// recheckFresh reads the key's row again, the lock held, before a fresh claim runs the
-// business under READ COMMITTED: LockKey's snapshot was taken before its lock was granted,
-// so an owner that committed the key's row in between (releasing the lock) is invisible to
-// it, and the business would run a second time (its writes rolled back by the primary key
-// at completion, but its calls made: a 50-duplicate burst behind PgBouncer hit it). This
-// statement's snapshot follows the lock. (Under REPEATABLE READ and SERIALIZABLE,
-// ClaimKeyRow settles it.) The price: one more round trip for a fresh key.
-func (c *call) recheckFresh(ctx context.Context) (claimState, *Response, error) {
-	fctx, cancel := c.s.flightContext(ctx)
-	defer cancel()
-	r, err := idemdb.New(c.conn).GetKey(fctx, idemdb.GetKeyParams{Scope: c.scope, Key: c.key})
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return claimFresh, nil, nil
-	case err != nil:
-		c.rollback(ctx)
-		return 0, nil, fmt.Errorf("idem: read the key's row: %w", err)
-	case r.Takeable:
-		return claimTakeover, nil, nil
+// firstErr is the first error of the steps that were queued (nil ones are skipped).
+func firstErr(steps ...*step) error {
+	for _, s := range steps {
+		if s != nil && s.err != nil {
+			return s.err
+		}
 	}
-	c.rollback(ctx)
-	return claimAnswered, c.answer(committedRow(r)), nil
+	return nil
 }
 
 // committedRow is the key's row as GetKey read it.

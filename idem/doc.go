@@ -16,7 +16,8 @@
 //  2. fingerprints the request ([Fingerprint]);
 //  3. claims the key in the business transaction's first flight: BEGIN, then one statement
 //     that takes a non-blocking transaction-scoped advisory lock on (scope, key) and reads
-//     the key's row (LockKey). The row, when there is one that is not past retention,
+//     the key's row (LockKey), then the key's row read again by a statement whose snapshot
+//     follows the lock (GetKey; see Flights). The row, when there is one that is not past retention,
 //     answers whoever holds the lock: another operation or another fingerprint → 422;
 //     completed → the stored status, headers and byte-identical body with
 //     "Idempotent-Replayed: true". No row (or one past retention) and the lock held by
@@ -115,10 +116,9 @@
 // ClaimKeyRow finds the row: a read of the key's row through the primary key would take a
 // predicate lock on its index page, and the completions of concurrent requests on other
 // keys of that page would fail each other with 40001 (TestSerializableDifferentKeysDoNotConflict);
-// an INSERT's conflict check takes none. READ COMMITTED keeps the cheapest path: the
-// business's statements take fresh snapshots, and a winner that committed between the
-// claim's snapshot and its lock (a window of microseconds) is caught by the primary key at
-// completion: the loser's business writes roll back and it answers the winner's replay.
+// an INSERT's conflict check takes none. READ COMMITTED keeps the cheapest path: the claim's
+// flight reads the key's row a second time (GetKey) in a statement whose snapshot follows
+// the lock, and the business's statements take fresh snapshots.
 //
 // # Waiting
 //
@@ -136,18 +136,19 @@
 //
 // The statements travel in flights: several written to the server at once and their
 // answers read back, one round trip (pgconn's pipeline mode). A fresh request at READ
-// COMMITTED is four round trips and three statements more than a bare handler's BEGIN;
-// INSERT; COMMIT:
+// COMMITTED is as many round trips as a bare handler's BEGIN; INSERT; COMMIT, and three
+// statements more:
 //
-//	flight 1   BEGIN · LockKey · sync
-//	flight 2   GetKey · sync
+//	flight 1   BEGIN · LockKey · GetKey · sync
 //	           the business function's statements, in the same transaction
-//	flight 3   CompleteKey · COMMIT · sync
+//	flight 2   CompleteKey · COMMIT · sync
 //
 // GetKey reads the key's row again once the lock is held: LockKey's snapshot is taken
 // before its lock is granted, so an owner that committed the row in between is invisible
-// to it, and without the re-read a duplicate's business would run a second time (its
-// writes rolled back by the primary key at completion, but its calls made).
+// to it, and deciding from LockKey's row alone, a duplicate's business would run a second
+// time (its writes rolled back by the primary key at completion, but its calls made). In
+// the same flight it costs a statement, not a round trip. (LockKey keeps the row in its
+// own statement so that the lock is taken where the row lives when the table is sharded.)
 //
 // One commit per request, the business COMMIT. A replay, a 409 or a 422 is two round trips:
 // flight 1, then ROLLBACK. REPEATABLE READ and SERIALIZABLE add ClaimKeyRow, a round trip

@@ -122,12 +122,15 @@ func (f *flight) prepare(ctx context.Context) error {
 // send writes the flight and reads its answers.
 func (f *flight) send(ctx context.Context) error {
 	pl := f.conn.PgConn().StartPipeline(ctx)
-	var eqb pgx.ExtendedQueryBuilder
 	for _, s := range f.queued {
 		if s.sync {
 			pl.SendPipelineSync()
 			continue
 		}
+		// A builder per statement: the pipeline keeps the result formats it is given
+		// until their results are read, and a shared builder reuses them for the next
+		// statement (LockKey's booleans were read as GetKey's text).
+		var eqb pgx.ExtendedQueryBuilder
 		if err := eqb.Build(f.conn.TypeMap(), s.sd, s.args); err != nil {
 			pl.Close()
 			return fmt.Errorf("idem: encode arguments: %w", err)

@@ -97,7 +97,11 @@ func TestWaitRunsWhenTheOwnerRollsBack(t *testing.T) {
 		})
 		ownerDone <- err
 	}()
-	<-inside
+	select {
+	case <-inside:
+	case err := <-ownerDone:
+		t.Fatalf("owner ended before its business ran: %v", err)
+	}
 	dup := make(chan *Response)
 	go func() {
 		r, _ := e.store.Do(context.Background(), p, ptr("k"), parts("x"), insertOne("x"))

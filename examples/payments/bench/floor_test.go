@@ -27,14 +27,18 @@ const floorLockSQL = `SELECT l.locked, k.response_body
 FROM (SELECT pg_try_advisory_xact_lock($3::int, $4::int) AS locked) AS l
 LEFT JOIN idempotency_keys AS k ON k.scope = $1::text AND k.key = $2::text`
 
+// floorReadSQL is GetKey: the key's row again, in the next statement, whose snapshot (READ
+// COMMITTED) is taken once the lock is held; LockKey's predates its lock (idem/claim.go).
+const floorReadSQL = `SELECT response_body FROM idempotency_keys WHERE scope = $1 AND key = $2`
+
 // floorCompleteSQL is CompleteKey: the key's row born completed.
 const floorCompleteSQL = `INSERT INTO idempotency_keys (scope, key, operation, fingerprint, status,
     response_status, response_headers, response_body, created_at, completed_at, expires_at)
 VALUES ($1, $2, 'CreatePayment', $3, 'completed', 201, $4::jsonb, $5::bytea,
     statement_timestamp(), statement_timestamp(), statement_timestamp() + interval '24 hours')`
 
-// protocolFloor is the whole protocol's SQL as idem sends it for a fresh key: BEGIN and
-// the lock with the key's row in one flight; the business INSERT; the completion and
+// protocolFloor is the whole protocol's SQL as idem sends it for a fresh key: BEGIN, the
+// lock with the key's row and the row read again in one flight; the business INSERT; the completion and
 // COMMIT in one flight.
 type protocolFloor struct {
 	scope, key string
@@ -54,10 +58,11 @@ func (f *protocolFloor) begin(ctx context.Context, conn *pgx.Conn, r *http.Reque
 	f.scope, f.key = r.Header.Get(service.AccountHeader), r.Header.Get("Idempotency-Key")
 	id := idem.LockID(f.scope, f.key)
 	var locked bool
-	var stored []byte
-	if err := pipelineScan(ctx, conn, []any{&locked, &stored},
+	var stale, stored []byte
+	if err := pipeline(ctx, conn,
 		stmt{sql: "BEGIN"},
-		stmt{sql: floorLockSQL, args: []any{f.scope, f.key, int32(id >> 32), int32(id)}, sync: true}); err != nil {
+		stmt{sql: floorLockSQL, args: []any{f.scope, f.key, int32(id >> 32), int32(id)}, dest: []any{&locked, &stale}},
+		stmt{sql: floorReadSQL, args: []any{f.scope, f.key}, dest: []any{&stored}, sync: true}); err != nil {
 		return err
 	}
 	switch {
@@ -79,17 +84,13 @@ func (f *protocolFloor) commit(ctx context.Context, conn *pgx.Conn, answer []byt
 type stmt struct {
 	sql  string
 	args []any
+	dest []any // the first row's scan targets, if any
 	sync bool
 }
 
 // pipeline sends stmts in one flight as prepared statements (pgx's default mode) and
-// reads every result; the first error wins.
+// reads every result, each statement's first row into its dest; the first error wins.
 func pipeline(ctx context.Context, conn *pgx.Conn, stmts ...stmt) error {
-	return pipelineScan(ctx, conn, nil, stmts...)
-}
-
-// pipelineScan is pipeline that scans the first row of the last statement into dest.
-func pipelineScan(ctx context.Context, conn *pgx.Conn, dest []any, stmts ...stmt) error {
 	sds := make([]*pgconn.StatementDescription, len(stmts))
 	for i, s := range stmts {
 		sd, err := conn.Prepare(ctx, s.sql, s.sql) // once per connection
@@ -99,9 +100,9 @@ func pipelineScan(ctx context.Context, conn *pgx.Conn, dest []any, stmts ...stmt
 		sds[i] = sd
 	}
 	pl := conn.PgConn().StartPipeline(ctx)
-	var eqb pgx.ExtendedQueryBuilder
 	syncs := 0
 	for i, s := range stmts {
+		var eqb pgx.ExtendedQueryBuilder // the pipeline keeps its result formats
 		if err := eqb.Build(conn.TypeMap(), sds[i], s.args); err != nil {
 			pl.Close()
 			return err
@@ -127,7 +128,7 @@ func pipelineScan(ctx context.Context, conn *pgx.Conn, dest []any, stmts ...stmt
 		switch res := res.(type) {
 		case *pgconn.ResultReader:
 			results++
-			if results == len(stmts) && dest != nil {
+			if dest := stmts[results-1].dest; dest != nil {
 				rows := pgx.RowsFromResultReader(conn.TypeMap(), res)
 				for rows.Next() {
 					if err := rows.Scan(dest...); err != nil && first == nil {
