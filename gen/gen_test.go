@@ -745,3 +745,43 @@ paths:
 		t.Errorf("warnings:\n%s\nwant\n%s", strings.Join(got, "\n"), want)
 	}
 }
+
+// A wait longer than the timeout is warned about: the owner answers or is cut off within
+// its timeout, so the rest of the wait holds the duplicate for nothing.
+func TestWarningWaitLongerThanTimeout(t *testing.T) {
+	spec := filepath.Join(t.TempDir(), "openapi.yaml")
+	if err := os.WriteFile(spec, []byte(`openapi: "3.0.3"
+info: {title: t, version: "1"}
+paths:
+  /payments:
+    post:
+      operationId: pay
+      x-idempotent: {wait: 1m, timeout: 10s}
+      responses:
+        '201': {description: paid}
+  /refunds:
+    post:
+      operationId: refund
+      x-idempotent: {wait: 10s, timeout: 10s}
+      responses:
+        '201': {description: refunded}
+  /transfers:
+    post:
+      operationId: transfer
+      x-idempotent: {wait: 1m}
+      responses:
+        '201': {description: transferred}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	if _, err := gen.Generate(gen.Options{Spec: spec, Package: "api", Warnf: func(format string, args ...any) {
+		got = append(got, fmt.Sprintf(format, args...))
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	want := spec + ":7:7: x-idempotent: POST /payments makes a duplicate wait up to 1m for the key's owner, longer than the owner may run (timeout 10s): by then the owner has answered or was cut off, so the rest of the wait only holds the duplicate's request; set wait to at most the timeout"
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("warnings:\n%s\nwant\n%s", strings.Join(got, "\n"), want)
+	}
+}
