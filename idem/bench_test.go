@@ -221,10 +221,9 @@ func timeClaims(b *testing.B, pool *pgxpool.Pool, fp []byte, n int) []time.Durat
 		hi, lo := lockHalves(LockID("acct-"+strconv.Itoa(i%500), key))
 		st := idemdb.LockKeyParams{LockHi: hi, LockLo: lo, Scope: "acct-" + strconv.Itoa(i%500), Key: key}.Statement()
 		start := time.Now()
-		var locked bool
+		var locked, present bool
 		var isolation string
-		var rest [8]any
-		if err := conn.QueryRow(ctx, st.SQL, st.Args...).Scan(append([]any{&locked, &isolation}, rest[:]...)...); err != nil {
+		if err := conn.QueryRow(ctx, st.SQL, st.Args...).Scan(&locked, &isolation, &present); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, time.Since(start))

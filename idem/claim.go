@@ -59,9 +59,9 @@ const (
 // stays open (claimFresh, claimTakeover); otherwise it is rolled back and resp is the
 // answer (replay, 409, 422), or, for claimBusy, nil (the caller answers 409 or waits).
 //
-// The flight reads the key's row twice. LockKey takes the lock and reads the row in one
-// statement (so that with the table distributed by scope, the lock is taken on the node
-// that holds the key's shard), but that statement's snapshot is taken before its lock is
+// The flight reads the key's row twice. LockKey takes the lock in a statement that reads
+// the row (so that with the table distributed by scope, the lock is taken on the node that
+// holds the key's shard), but that statement's snapshot is taken before its lock is
 // granted: an owner that committed the key's row in between (releasing
 // the lock) is invisible to it, and a fresh claim would run the business a second time (its
 // writes rolled back by the primary key at completion, but its calls made: a 50-duplicate
@@ -102,8 +102,7 @@ func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 		lock = f.query(idemdb.LockKeyOnlyParams{LockHi: hi, LockLo: lo}.Statement(), &r.Locked, &r.Isolation)
 	} else {
 		lock = f.query(idemdb.LockKeyParams{LockHi: hi, LockLo: lo, Scope: c.scope, Key: c.key}.Statement(),
-			&r.Locked, &r.Isolation, &r.Operation, &r.Fingerprint, &r.Status, &r.ResponseStatus,
-			&r.ResponseHeaders, &r.ResponseBody, &r.Takeable, &r.LeaseRemainingSeconds)
+			&r.Locked, &r.Isolation, &r.Present)
 		// The key's row again, in a statement of its own: under READ COMMITTED its
 		// snapshot is taken once LockKey's lock is held.
 		read = f.query(idemdb.GetKeyParams{Scope: c.scope, Key: c.key}.Statement(),

@@ -176,13 +176,17 @@
 // # Sharding by tenant
 //
 // Every statement on idempotency_keys names scope and key in its own WHERE, ON or VALUES.
-// The lock is taken in the statement that reads the key's row, so that with the table
+// The lock is taken in a statement that reads the key's row (LockKey, and AwaitKey for a
+// waiting duplicate: the lock in the select list beside a scalar subquery on the key's
+// row, the form shared/DESIGN.md records as checked on Citus 13.2), so that with the table
 // distributed by scope (Citus) it runs on the node that holds the key's shard, whichever
 // node the request entered through: one lock per key across nodes. With business tables
 // co-located, each statement of a request runs on one shard and the transaction commits in
 // one phase. (Citus runs no distributed transaction at SERIALIZABLE; there, use READ
-// COMMITTED or REPEATABLE READ. The LEFT JOIN form of LockKey is router-planned when the
-// key's shard is known; check it on your Citus version.)
+// COMMITTED or REPEATABLE READ: under SERIALIZABLE the lock is taken alone, LockKeyOnly.)
+// This repository's tests run on plain PostgreSQL and PgBouncer: Citus is not among the
+// packages its CI can install, so check the routing on your Citus version (EXPLAIN of
+// LockKey shows a router plan on one shard).
 //
 // # Tracing
 //

@@ -123,11 +123,11 @@ func (c *call) awaitInDatabase(ctx context.Context, left time.Duration) bool {
 	hi, lo := lockHalves(c.lockID)
 	var r idemdb.AwaitKeyRow
 	wait := f.query(idemdb.AwaitKeyParams{LockHi: hi, LockLo: lo, Scope: c.scope, Key: c.key}.Statement(),
-		&r.Operation, &r.Fingerprint, &r.Status, &r.ResponseStatus, &r.ResponseHeaders, &r.ResponseBody, &r.Takeable)
+		&r.Granted, &r.Present)
 	f.sync()
 	f.exec("rollback")
 	if err := f.run(fctx); err != nil {
 		return false
 	}
-	return wait.err == nil
+	return wait.err == nil && r.Granted
 }

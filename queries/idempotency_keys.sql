@@ -4,29 +4,23 @@
 -- so each runs on one shard when the table is distributed by scope (Citus); none calls
 -- set_config.
 
--- Step 3, first flight, right after BEGIN: the claim and the key's row in one statement.
--- locked is the transaction-scoped advisory lock on (scope, key) (lock_hi, lock_lo: the 64
--- bits of the hash of an unambiguous encoding of scope and key, as two int4 so that the
--- lock is told apart from bigint advisory locks in pg_locks); false: another transaction
--- holds the key. The subquery holding the lock is not flattened (the function is
--- volatile): the lock is tried exactly once. isolation is the transaction's level (the
--- database default when BEGIN names none). The row's columns are NULL when there is none;
--- takeable: past retention (a completed row), or a v1 claim row whose lease ended.
+-- Step 3, first flight, right after BEGIN: the claim. locked is the transaction-scoped
+-- advisory lock on (scope, key) (lock_hi, lock_lo: the 64 bits of the hash of an
+-- unambiguous encoding of scope and key, as two int4 so that the lock is told apart from
+-- bigint advisory locks in pg_locks); false: another transaction holds the key. isolation
+-- is the transaction's level (the database default when BEGIN names none). The lock is
+-- taken in a statement that reads the key's row, in the form DESIGN.md names: with the
+-- table distributed by scope (Citus) the statement is routed to the node that holds the
+-- key's shard, so the lock is one lock per key whichever node the request entered
+-- through; a lock in a statement of its own would be taken on the entry node. The row
+-- read here (present: there is one) does not decide the claim: this statement's
+-- snapshot is taken before its lock is granted, so GetKey, the next statement of the same
+-- flight, reads the row again and decides (idem/claim.go).
 -- name: LockKey :one
-SELECT l.locked,
-       l.isolation,
-       k.operation,
-       k.fingerprint,
-       k.status,
-       k.response_status,
-       k.response_headers,
-       k.response_body,
-       coalesce(k.expires_at <= now() AND k.status = 'completed'
-                OR k.status = 'processing' AND k.leased_until <= now(), false)::boolean AS takeable,
-       coalesce(greatest(0, extract(epoch FROM k.leased_until - now())), 0)::float8 AS lease_remaining_seconds
-FROM (SELECT pg_try_advisory_xact_lock(sqlc.arg(lock_hi)::int, sqlc.arg(lock_lo)::int) AS locked,
-             current_setting('transaction_isolation') AS isolation) AS l
-LEFT JOIN idempotency_keys AS k ON k.scope = sqlc.arg(scope)::text AND k.key = sqlc.arg(key)::text;
+SELECT pg_try_advisory_xact_lock(sqlc.arg(lock_hi)::int, sqlc.arg(lock_lo)::int) AS locked,
+       current_setting('transaction_isolation') AS isolation,
+       ((SELECT k.status FROM idempotency_keys AS k
+        WHERE k.scope = sqlc.arg(scope)::text AND k.key = sqlc.arg(key)::text) IS NOT NULL)::boolean AS present;
 
 -- Step 3 under SERIALIZABLE: the lock alone. Reading the key's row through the primary key
 -- would take a predicate lock on its index page, and the completions of requests on other
@@ -38,20 +32,15 @@ SELECT pg_try_advisory_xact_lock(sqlc.arg(lock_hi)::int, sqlc.arg(lock_lo)::int)
        current_setting('transaction_isolation') AS isolation;
 
 -- Waiting duplicate (Policy.Wait): blocks until the key's owner ends its transaction, for at
--- most the transaction's lock_timeout, then reads the row as LockKey does. Sent in a READ
--- COMMITTED transaction of its own, after `SET LOCAL lock_timeout`, so the read's snapshot
--- is taken after the lock is granted.
+-- most the transaction's lock_timeout (sent in a READ COMMITTED transaction of its own,
+-- after `SET LOCAL lock_timeout`, and rolled back). Its only answer is that the lock was
+-- granted (or lock_timeout's error): the waiter then claims the key again, and that claim
+-- replays the owner's answer. In a statement that reads the key's row, as LockKey, so that
+-- on Citus the wait is on the node that holds the key's shard.
 -- name: AwaitKey :one
-SELECT k.operation,
-       k.fingerprint,
-       k.status,
-       k.response_status,
-       k.response_headers,
-       k.response_body,
-       coalesce(k.expires_at <= now() AND k.status = 'completed'
-                OR k.status = 'processing' AND k.leased_until <= now(), false)::boolean AS takeable
-FROM (SELECT pg_advisory_xact_lock(sqlc.arg(lock_hi)::int, sqlc.arg(lock_lo)::int) AS waited) AS l
-LEFT JOIN idempotency_keys AS k ON k.scope = sqlc.arg(scope)::text AND k.key = sqlc.arg(key)::text;
+SELECT pg_advisory_xact_lock(sqlc.arg(lock_hi)::int, sqlc.arg(lock_lo)::int)::text = '' AS granted,
+       ((SELECT k.status FROM idempotency_keys AS k
+        WHERE k.scope = sqlc.arg(scope)::text AND k.key = sqlc.arg(key)::text) IS NOT NULL)::boolean AS present;
 
 -- The key's row as committed now (read after a unique violation at completion: another
 -- writer won; and by Store.Key).

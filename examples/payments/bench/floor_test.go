@@ -21,11 +21,10 @@ import (
 // duplicates are answered as idem answers them. What idem costs beyond it is its Go layer;
 // what it costs beyond bare is the protocol's SQL.
 
-// floorLockSQL is LockKey (queries/idempotency_keys.sql): the key's lock and its row, in
-// the first statement of the transaction.
-const floorLockSQL = `SELECT l.locked, k.response_body
-FROM (SELECT pg_try_advisory_xact_lock($3::int, $4::int) AS locked) AS l
-LEFT JOIN idempotency_keys AS k ON k.scope = $1::text AND k.key = $2::text`
+// floorLockSQL is LockKey (queries/idempotency_keys.sql): the key's lock, in a statement
+// that reads its row (for Citus's routing), the first of the transaction.
+const floorLockSQL = `SELECT pg_try_advisory_xact_lock($3::int, $4::int) AS locked,
+       ((SELECT k.status FROM idempotency_keys AS k WHERE k.scope = $1::text AND k.key = $2::text) IS NOT NULL)::boolean AS present`
 
 // floorReadSQL is GetKey: the key's row again, in the next statement, whose snapshot (READ
 // COMMITTED) is taken once the lock is held; LockKey's predates its lock (idem/claim.go).
@@ -57,11 +56,11 @@ func (f *protocolFloor) begin(ctx context.Context, conn *pgx.Conn, r *http.Reque
 	f.sum = sha256.Sum256(body)
 	f.scope, f.key = r.Header.Get(service.AccountHeader), r.Header.Get("Idempotency-Key")
 	id := idem.LockID(f.scope, f.key)
-	var locked bool
-	var stale, stored []byte
+	var locked, present bool
+	var stored []byte
 	if err := pipeline(ctx, conn,
 		stmt{sql: "BEGIN"},
-		stmt{sql: floorLockSQL, args: []any{f.scope, f.key, int32(id >> 32), int32(id)}, dest: []any{&locked, &stale}},
+		stmt{sql: floorLockSQL, args: []any{f.scope, f.key, int32(id >> 32), int32(id)}, dest: []any{&locked, &present}},
 		stmt{sql: floorReadSQL, args: []any{f.scope, f.key}, dest: []any{&stored}, sync: true}); err != nil {
 		return err
 	}

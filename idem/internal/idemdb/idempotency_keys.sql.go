@@ -13,16 +13,9 @@ import (
 )
 
 const awaitKey = `-- name: AwaitKey :one
-SELECT k.operation,
-       k.fingerprint,
-       k.status,
-       k.response_status,
-       k.response_headers,
-       k.response_body,
-       coalesce(k.expires_at <= now() AND k.status = 'completed'
-                OR k.status = 'processing' AND k.leased_until <= now(), false)::boolean AS takeable
-FROM (SELECT pg_advisory_xact_lock($1::int, $2::int) AS waited) AS l
-LEFT JOIN idempotency_keys AS k ON k.scope = $3::text AND k.key = $4::text
+SELECT pg_advisory_xact_lock($1::int, $2::int)::text = '' AS granted,
+       ((SELECT k.status FROM idempotency_keys AS k
+        WHERE k.scope = $3::text AND k.key = $4::text) IS NOT NULL)::boolean AS present
 `
 
 type AwaitKeyParams struct {
@@ -33,19 +26,16 @@ type AwaitKeyParams struct {
 }
 
 type AwaitKeyRow struct {
-	Operation       pgtype.Text
-	Fingerprint     []byte
-	Status          pgtype.Text
-	ResponseStatus  pgtype.Int4
-	ResponseHeaders json.RawMessage
-	ResponseBody    []byte
-	Takeable        bool
+	Granted bool
+	Present bool
 }
 
 // Waiting duplicate (Policy.Wait): blocks until the key's owner ends its transaction, for at
-// most the transaction's lock_timeout, then reads the row as LockKey does. Sent in a READ
-// COMMITTED transaction of its own, after `SET LOCAL lock_timeout`, so the read's snapshot
-// is taken after the lock is granted.
+// most the transaction's lock_timeout (sent in a READ COMMITTED transaction of its own,
+// after `SET LOCAL lock_timeout`, and rolled back). Its only answer is that the lock was
+// granted (or lock_timeout's error): the waiter then claims the key again, and that claim
+// replays the owner's answer. In a statement that reads the key's row, as LockKey, so that
+// on Citus the wait is on the node that holds the key's shard.
 func (q *Queries) AwaitKey(ctx context.Context, arg AwaitKeyParams) (AwaitKeyRow, error) {
 	row := q.db.QueryRow(ctx, awaitKey,
 		arg.LockHi,
@@ -54,15 +44,7 @@ func (q *Queries) AwaitKey(ctx context.Context, arg AwaitKeyParams) (AwaitKeyRow
 		arg.Key,
 	)
 	var i AwaitKeyRow
-	err := row.Scan(
-		&i.Operation,
-		&i.Fingerprint,
-		&i.Status,
-		&i.ResponseStatus,
-		&i.ResponseHeaders,
-		&i.ResponseBody,
-		&i.Takeable,
-	)
+	err := row.Scan(&i.Granted, &i.Present)
 	return i, err
 }
 
@@ -433,20 +415,10 @@ func (q *Queries) HeldClaims(ctx context.Context) ([]HeldClaimsRow, error) {
 
 const lockKey = `-- name: LockKey :one
 
-SELECT l.locked,
-       l.isolation,
-       k.operation,
-       k.fingerprint,
-       k.status,
-       k.response_status,
-       k.response_headers,
-       k.response_body,
-       coalesce(k.expires_at <= now() AND k.status = 'completed'
-                OR k.status = 'processing' AND k.leased_until <= now(), false)::boolean AS takeable,
-       coalesce(greatest(0, extract(epoch FROM k.leased_until - now())), 0)::float8 AS lease_remaining_seconds
-FROM (SELECT pg_try_advisory_xact_lock($1::int, $2::int) AS locked,
-             current_setting('transaction_isolation') AS isolation) AS l
-LEFT JOIN idempotency_keys AS k ON k.scope = $3::text AND k.key = $4::text
+SELECT pg_try_advisory_xact_lock($1::int, $2::int) AS locked,
+       current_setting('transaction_isolation') AS isolation,
+       ((SELECT k.status FROM idempotency_keys AS k
+        WHERE k.scope = $3::text AND k.key = $4::text) IS NOT NULL)::boolean AS present
 `
 
 type LockKeyParams struct {
@@ -457,16 +429,9 @@ type LockKeyParams struct {
 }
 
 type LockKeyRow struct {
-	Locked                bool
-	Isolation             string
-	Operation             pgtype.Text
-	Fingerprint           []byte
-	Status                pgtype.Text
-	ResponseStatus        pgtype.Int4
-	ResponseHeaders       json.RawMessage
-	ResponseBody          []byte
-	Takeable              bool
-	LeaseRemainingSeconds float64
+	Locked    bool
+	Isolation string
+	Present   bool
 }
 
 // Queries of the idem protocol v2 (see idem/doc.go for the flights they travel in).
@@ -474,14 +439,18 @@ type LockKeyRow struct {
 // Every statement on idempotency_keys names scope and key in its own WHERE, ON or VALUES,
 // so each runs on one shard when the table is distributed by scope (Citus); none calls
 // set_config.
-// Step 3, first flight, right after BEGIN: the claim and the key's row in one statement.
-// locked is the transaction-scoped advisory lock on (scope, key) (lock_hi, lock_lo: the 64
-// bits of the hash of an unambiguous encoding of scope and key, as two int4 so that the
-// lock is told apart from bigint advisory locks in pg_locks); false: another transaction
-// holds the key. The subquery holding the lock is not flattened (the function is
-// volatile): the lock is tried exactly once. isolation is the transaction's level (the
-// database default when BEGIN names none). The row's columns are NULL when there is none;
-// takeable: past retention (a completed row), or a v1 claim row whose lease ended.
+// Step 3, first flight, right after BEGIN: the claim. locked is the transaction-scoped
+// advisory lock on (scope, key) (lock_hi, lock_lo: the 64 bits of the hash of an
+// unambiguous encoding of scope and key, as two int4 so that the lock is told apart from
+// bigint advisory locks in pg_locks); false: another transaction holds the key. isolation
+// is the transaction's level (the database default when BEGIN names none). The lock is
+// taken in a statement that reads the key's row, in the form DESIGN.md names: with the
+// table distributed by scope (Citus) the statement is routed to the node that holds the
+// key's shard, so the lock is one lock per key whichever node the request entered
+// through; a lock in a statement of its own would be taken on the entry node. The row
+// read here (present: there is one) does not decide the claim: this statement's
+// snapshot is taken before its lock is granted, so GetKey, the next statement of the same
+// flight, reads the row again and decides (idem/claim.go).
 func (q *Queries) LockKey(ctx context.Context, arg LockKeyParams) (LockKeyRow, error) {
 	row := q.db.QueryRow(ctx, lockKey,
 		arg.LockHi,
@@ -490,18 +459,7 @@ func (q *Queries) LockKey(ctx context.Context, arg LockKeyParams) (LockKeyRow, e
 		arg.Key,
 	)
 	var i LockKeyRow
-	err := row.Scan(
-		&i.Locked,
-		&i.Isolation,
-		&i.Operation,
-		&i.Fingerprint,
-		&i.Status,
-		&i.ResponseStatus,
-		&i.ResponseHeaders,
-		&i.ResponseBody,
-		&i.Takeable,
-		&i.LeaseRemainingSeconds,
-	)
+	err := row.Scan(&i.Locked, &i.Isolation, &i.Present)
 	return i, err
 }
 
