@@ -30,7 +30,8 @@ answer "was my request executed?".
 keys show prints one key's row: its status (completed, or processing for a claim left
 by idemgen v1), operation, fingerprint, times (created, completed, expires), the
 recorded answer's status, headers and body size (not the body), and whether a request
-holds the key now. SCOPE is the scope your service's scope function returns ("" when it
+holds the key now, with the claim's lock value (idem.LockID(scope, key): the lock_id that
+keys held lists while a request holds the key). SCOPE is the scope your service's scope function returns ("" when it
 has none). Exit status 1 when the key has no row.
 
 keys held lists the claims held now (requests inside their transaction, on every
@@ -115,6 +116,7 @@ type keyJSON struct {
 	Key               string      `json:"key"`
 	Found             bool        `json:"found"`
 	Held              bool        `json:"held"`
+	LockID            int64       `json:"lock_id"` // idem.LockID(scope, key), as keys held shows it
 	Status            string      `json:"status,omitempty"`
 	Operation         string      `json:"operation,omitempty"`
 	Fingerprint       string      `json:"fingerprint,omitempty"` // hex
@@ -144,7 +146,7 @@ func keysShow(ctx context.Context, store *idem.Store, scope, key string, asJSON 
 		return ExitFail
 	}
 	if asJSON {
-		out := keyJSON{Scope: scope, Key: key, Found: found, Held: st.Held}
+		out := keyJSON{Scope: scope, Key: key, Found: found, Held: st.Held, LockID: idem.LockID(scope, key)}
 		if found {
 			out.Status, out.Operation, out.Fingerprint = st.Status, st.Operation, hex.EncodeToString(st.Fingerprint)
 			out.ResponseStatus, out.ResponseHeaders, out.ResponseBodyBytes = st.ResponseStatus, st.ResponseHeaders, st.ResponseBodyBytes
@@ -162,7 +164,7 @@ func keysShow(ctx context.Context, store *idem.Store, scope, key string, asJSON 
 		if st.Held {
 			held = "; a request with it is running now"
 		}
-		fmt.Fprintf(stdout, "scope %q key %q: no row%s\n", scope, key, held)
+		fmt.Fprintf(stdout, "scope %q key %q (lock %d): no row%s\n", scope, key, idem.LockID(scope, key), held)
 	} else {
 		w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		line := func(k, v string) { fmt.Fprintf(w, "%s\t%s\n", k, v) }
@@ -174,6 +176,7 @@ func keysShow(ctx context.Context, store *idem.Store, scope, key string, asJSON 
 		}
 		line("status", status)
 		line("held now", fmt.Sprint(st.Held))
+		line("lock", fmt.Sprint(idem.LockID(scope, key)))
 		line("operation", st.Operation)
 		line("fingerprint", hex.EncodeToString(st.Fingerprint))
 		line("created", st.CreatedAt.UTC().Format(time.RFC3339Nano))

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -38,7 +39,8 @@ func TestKeys(t *testing.T) {
 	}
 
 	code, stdout, stderr := run("keys", "show", "-database-url", url, "acct-1", "k1")
-	for _, want := range []string{`"acct-1"`, "completed", "createPayment", "201", "Location: /payments/p1", "11 bytes", "held now          false"} {
+	for _, want := range []string{`"acct-1"`, "completed", "createPayment", "201", "Location: /payments/p1", "11 bytes", "held now          false",
+		"lock              " + fmt.Sprint(idem.LockID("acct-1", "k1"))} {
 		if code != ExitOK || !strings.Contains(stdout, want) {
 			t.Fatalf("keys show: exit %d, stderr %q, stdout without %q:\n%s", code, stderr, want, stdout)
 		}
@@ -50,7 +52,7 @@ func TestKeys(t *testing.T) {
 		t.Fatalf("keys show --json: exit %d, %v:\n%s", code, err, stdout)
 	}
 	if !got.Found || got.Status != "completed" || got.ResponseStatus != 201 || got.ResponseBodyBytes != 11 ||
-		len(got.Fingerprint) != 64 || got.CompletedAt == nil || got.Held || got.ResponseHeaders[1] != [2]string{"Location", "/payments/p1"} {
+		len(got.Fingerprint) != 64 || got.CompletedAt == nil || got.LockID != idem.LockID("acct-1", "k1") || got.Held || got.ResponseHeaders[1] != [2]string{"Location", "/payments/p1"} {
 		t.Fatalf("keys show --json: %+v", got)
 	}
 	if code, stdout, _ := run("keys", "show", "acct-1", "nope"); code != ExitFail || !strings.Contains(stdout, "no row") {
