@@ -2,7 +2,6 @@ package idem
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -104,7 +103,7 @@ func (c *call) execute(ctx context.Context, state claimState, fn Func) (resp *Re
 // writer won: the transaction is rolled back and the answer comes from its row.
 func (c *call) complete(bg context.Context, resp *Response, over bool) (*Response, error) {
 	s, p := c.s, c.p
-	headers, err := json.Marshal(resp.StoredHeader())
+	headers, err := encodeStoredHeader(resp)
 	if err != nil {
 		return c.fail(bg, fmt.Errorf("idem: encode headers: %w", err))
 	}

@@ -79,6 +79,10 @@ func (r *Response) StoredHeader() []HeaderLine {
 	return out
 }
 
+// encodeStoredHeader is the response_headers column of r: its stored header lines
+// ([Response.StoredHeader]) as a JSON array of ["Name","value"] pairs.
+func encodeStoredHeader(r *Response) ([]byte, error) { return json.Marshal(r.StoredHeader()) }
+
 // Problem is an RFC 9457 problem details object.
 type Problem struct {
 	Type   string `json:"type,omitempty"`
