@@ -207,7 +207,8 @@ func classify(stack []string) string {
 		return catFlights
 	case calls("github.com/getkin/"):
 		return catValidate
-	case strings.HasPrefix(fn, "idem.(*flight)") || strings.HasPrefix(fn, "idem.(*step)") || strings.Contains(fn, "bench.pipeline"):
+	case strings.HasPrefix(fn, "idem.(*flight)") || strings.HasPrefix(fn, "idem.(*step)") || strings.Contains(fn, "bench.pipeline") ||
+		strings.HasPrefix(fn, "idem/internal/idemdb."):
 		return catFlights
 	case strings.HasPrefix(fn, "idem.Fingerprint") || strings.HasPrefix(fn, "idem.canonicalJSON") ||
 		strings.HasPrefix(fn, "idem.appendCanonical") || strings.Contains(fn, "bench.(*protocolFloor).begin") && calls("sha256"):
