@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
+	"slices"
 )
 
 // DefaultMaxResponseBytes is the largest response body recorded by default: 1 MiB. The
@@ -88,34 +88,45 @@ func record(visit func(w http.ResponseWriter) error, maxBody int64) (*Response, 
 	if rec.status == 0 {
 		rec.WriteHeader(http.StatusOK) // headers set without a write are sent, as net/http does
 	}
-	names := make([]string, 0, len(rec.snapshot))
-	for n := range rec.snapshot {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	var lines []HeaderLine
-	for _, n := range names {
-		if unrecordedHeaders[http.CanonicalHeaderKey(n)] { // net/http sends a key as written
+	return &Response{Status: rec.status, Header: rec.lines, Body: rec.body.Bytes()}, nil
+}
+
+// headerLines returns h's lines, sorted by name (bytewise, as written), each name's
+// values in order, without the unrecorded fields; nil when none is left.
+func headerLines(h http.Header) []HeaderLine {
+	var small [8]string
+	names, n := small[:0], 0
+	for name, vs := range h {
+		if unrecordedHeaders[http.CanonicalHeaderKey(name)] { // net/http sends a key as written
 			continue
 		}
-		for _, v := range rec.snapshot[n] {
-			lines = append(lines, HeaderLine{Name: n, Value: v})
+		names, n = append(names, name), n+len(vs)
+	}
+	if n == 0 {
+		return nil
+	}
+	slices.Sort(names)
+	lines := make([]HeaderLine, 0, n)
+	for _, name := range names {
+		for _, v := range h[name] {
+			lines = append(lines, HeaderLine{Name: name, Value: v})
 		}
 	}
-	return &Response{Status: rec.status, Header: lines, Body: rec.body.Bytes()}, nil
+	return lines
 }
 
 // recorder is an http.ResponseWriter that keeps what is written, like net/http's server:
-// header changes after the final WriteHeader are not part of the response. Its body holds
+// header changes after the final WriteHeader are not part of the response (its lines are
+// taken then). Its body holds
 // at most max bytes; err is the first failure (body over max, a status that cannot be
 // recorded), after which every Write fails.
 type recorder struct {
-	header   http.Header
-	snapshot http.Header
-	status   int
-	body     bytes.Buffer
-	max      int64
-	err      error
+	header http.Header
+	lines  []HeaderLine // the header at the final status (headerLines)
+	status int
+	body   bytes.Buffer
+	max    int64
+	err    error
 }
 
 func (r *recorder) Header() http.Header { return r.header }
@@ -137,7 +148,7 @@ func (r *recorder) WriteHeader(code int) {
 		return
 	}
 	r.status = code
-	r.snapshot = r.header.Clone()
+	r.lines = headerLines(r.header)
 }
 
 func (r *recorder) Write(b []byte) (int, error) {

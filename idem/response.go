@@ -55,8 +55,16 @@ var unrecordedHeaders = map[string]bool{
 // WriteTo writes the response to w: header lines, then status, then body.
 func (r *Response) WriteTo(w http.ResponseWriter) error {
 	h := w.Header()
-	for _, l := range r.Header {
-		h.Add(l.Name, l.Value)
+	// h.Add for each line, with the values of the names w has not set in one array.
+	vals := make([]string, len(r.Header))
+	for i, l := range r.Header {
+		name := http.CanonicalHeaderKey(l.Name)
+		if old, ok := h[name]; ok {
+			h[name] = append(old, l.Value)
+			continue
+		}
+		vals[i] = l.Value
+		h[name] = vals[i : i+1 : i+1]
 	}
 	if r.Outcome == OutcomeReplayed {
 		h.Set(ReplayedHeader, "true")
@@ -80,8 +88,47 @@ func (r *Response) StoredHeader() []HeaderLine {
 }
 
 // encodeStoredHeader is the response_headers column of r: its stored header lines
-// ([Response.StoredHeader]) as a JSON array of ["Name","value"] pairs.
-func encodeStoredHeader(r *Response) ([]byte, error) { return json.Marshal(r.StoredHeader()) }
+// ([Response.StoredHeader]) as a JSON array of ["Name","value"] pairs, encoded as
+// json.Marshal encodes them (TestEncodeStoredHeader).
+func encodeStoredHeader(r *Response) ([]byte, error) {
+	size := 2
+	for _, l := range r.Header {
+		size += len(l.Name) + len(l.Value) + 8
+	}
+	out := make([]byte, 0, size)
+	out = append(out, '[')
+	for _, l := range r.Header {
+		if http.CanonicalHeaderKey(l.Name) == "Set-Cookie" {
+			continue
+		}
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, '[')
+		out = appendJSONString(out, l.Name)
+		out = append(out, ',')
+		out = appendJSONString(out, l.Value)
+		out = append(out, ']')
+	}
+	if len(out) == 1 {
+		return []byte("null"), nil // json.Marshal of StoredHeader's nil
+	}
+	return append(out, ']'), nil
+}
+
+// appendJSONString appends s as a JSON string, as json.Marshal writes it: as it is when
+// every byte is printable ASCII that json.Marshal leaves alone, else through json.Marshal.
+func appendJSONString(dst []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s) // a string always encodes
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
+}
 
 // Problem is an RFC 9457 problem details object.
 type Problem struct {
