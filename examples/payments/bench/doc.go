@@ -20,14 +20,25 @@
 //
 // Besides bare and the generated service, BenchmarkHTTP runs a hand-written floor
 // (floor_test.go) with as little Go as possible around its SQL: protocol-floor sends the
-// protocol's statements for a fresh key as idem does (BEGIN and the key's lock with its
-// row in one flight; the business INSERT; the key's row born completed and COMMIT in one
-// flight), and answers duplicates 409 or with the stored body. The gap from bare to
+// protocol's statements for a fresh key as idem does (BEGIN, the key's lock and its row
+// read once the lock is held, in one flight; the business INSERT; the key's row born
+// completed and COMMIT in one flight), and answers duplicates 409 or with the stored
+// body. The gap from bare to
 // protocol-floor is the cost of the protocol's SQL; from protocol-floor to idem, the cost
 // of the generated code and the runtime. -statements prints, per variant, what
 // pg_stat_statements saw per request (time, WAL records and bytes, buffers); -setup
 // runs SQL after the tables are created (e.g. to try another index set) and -settings
 // passes server settings.
+//
+// BenchmarkHandler (handler_test.go) calls the same three handlers in-process (no
+// sockets, no client), one request at a time: the Go layer's own allocs/op and B/op, and,
+// run for one variant (-variants), a CPU profile holding only that variant's server-side
+// Go. profsplit splits such a profile per request into request decoding, validation,
+// fingerprint, recorder, flights (pgx and the pipeline), GC and the scheduler:
+//
+//	go -C examples test ./payments/bench -run '^$' -bench 'Handler/idem$' -variants '^idem$' \
+//		-benchtime 15000x -cpuprofile /tmp/idem.cpu -o /tmp/bench.test
+//	go tool pprof -traces /tmp/bench.test /tmp/idem.cpu | go -C examples run ./payments/bench/profsplit -n 15050
 //
 // BenchmarkStarStores (stars_test.go) compares the two idempotency stores on the
 // example's like-style operation (starPayment: one upsert of a counter), at c=16 in

@@ -18,9 +18,9 @@ import (
 // variant holds only that variant's server-side Go (plus the pool's and pgx's reads of
 // the database's answers):
 //
-//	go -C examples test ./payments/bench -run '^$' -bench 'Handler/idem$' -benchtime 3000x \
-//		-cpuprofile /tmp/idem.cpu
-//	go tool pprof -top -focus 'ServeHTTP' /tmp/idem.cpu
+//	go -C examples test ./payments/bench -run '^$' -bench 'Handler/idem$' -variants '^idem$' \
+//		-benchtime 15000x -cpuprofile /tmp/idem.cpu -o /tmp/bench.test
+//	go tool pprof -traces /tmp/bench.test /tmp/idem.cpu | go -C examples run ./payments/bench/profsplit -n 15050
 //
 // Its ns/op is dominated by the durable COMMIT's fsync (wall time, not CPU): compare
 // variants by their profiles and allocations, not by ns/op. -variants restricts the
