@@ -211,11 +211,15 @@ func classify(stack []string) string {
 		strings.HasPrefix(fn, "idem/internal/idemdb."):
 		return catFlights
 	case strings.HasPrefix(fn, "idem.Fingerprint") || strings.HasPrefix(fn, "idem.canonicalJSON") ||
-		strings.HasPrefix(fn, "idem.appendCanonical") || strings.Contains(fn, "bench.(*protocolFloor).begin") && calls("sha256"):
+		strings.HasPrefix(fn, "idem.appendCanonical") || strings.HasPrefix(fn, "idem.appendField") ||
+		strings.HasPrefix(fn, "idem.stringToken") || strings.HasPrefix(fn, "idem.appendToken") ||
+		strings.HasPrefix(fn, "idem.(*fingerprintBuffer)") || strings.HasPrefix(fn, "idem.init.func") && calls("encoding/json") ||
+		strings.Contains(fn, "bench.(*protocolFloor).begin") && calls("sha256"):
 		return catFinger
 	case strings.HasPrefix(fn, "idem.record") || strings.HasPrefix(fn, "idem.(*recorder)") || strings.HasPrefix(fn, "idem.(*Store).Record") ||
 		strings.HasPrefix(fn, "idem.Record") || strings.HasPrefix(fn, "idem.(*Response)") || strings.HasPrefix(fn, "idem.HeaderLine") ||
-		strings.HasPrefix(fn, "idem.(*HeaderLine)") || strings.HasPrefix(fn, "idem.encodeHeaders") || strings.HasPrefix(fn, "idem.(*Store).capResponse") ||
+		strings.HasPrefix(fn, "idem.(*HeaderLine)") || strings.HasPrefix(fn, "idem.encodeStoredHeader") ||
+		strings.HasPrefix(fn, "idem.appendJSONString") || strings.HasPrefix(fn, "idem.headerLines") || strings.HasPrefix(fn, "idem.(*Store).capResponse") ||
 		strings.HasPrefix(fn, "idem.(*call).complete") && calls("encoding/json") ||
 		strings.Contains(fn, "api.idemResponse"):
 		return catRecorder
