@@ -215,9 +215,19 @@ func (f *flight) read(pl *pgconn.Pipeline) error {
 
 // scan reads a statement's result: its first row into dest, its row count.
 func (s *step) scan(conn *pgx.Conn, rr *pgconn.ResultReader) {
+	if len(s.dest) == 0 {
+		// Nothing to scan (BEGIN, COMMIT, a write): the command tag alone, without the
+		// row reader's allocations.
+		for rr.NextRow() {
+			s.found = true
+		}
+		s.tag, s.err = rr.Close()
+		s.rows = s.tag.RowsAffected()
+		return
+	}
 	rows := pgx.RowsFromResultReader(conn.TypeMap(), rr)
 	for rows.Next() {
-		if !s.found && len(s.dest) > 0 {
+		if !s.found {
 			s.err = rows.Scan(s.dest...)
 		}
 		s.found = true
