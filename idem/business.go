@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -153,6 +154,10 @@ func (c *call) complete(bg context.Context, resp *Response, over bool) (*Respons
 	}
 	resp.Outcome = OutcomeCompleted
 	s.observe(p.Operation, OutcomeCompleted)
+	if p.Wait > 0 {
+		c.committed = &keyRow{operation: p.Operation, fingerprint: c.fp, status: "completed",
+			responseStatus: resp.Status, headers: headers, body: bytes.Clone(body)}
+	}
 	return resp, nil
 }
 

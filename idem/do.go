@@ -28,6 +28,9 @@ type call struct {
 	// conn is the business connection, held from the claim's flight to the end of the
 	// transaction.
 	conn *pgxpool.Conn
+	// committed is the key's row this call committed, kept for the duplicates waiting for
+	// it in this process (policies with Wait only; see ownerMap).
+	committed *keyRow
 }
 
 // Do runs fn under the idempotency protocol (see the package documentation).
@@ -123,8 +126,17 @@ func (c *call) run(ctx context.Context, fn Func) (*Response, error) {
 			return resp, err
 		}
 		// The key is held by another transaction.
-		if waitUntil.IsZero() || !c.await(ctx, waitUntil) {
+		if waitUntil.IsZero() {
 			return c.inProgress(liveOwnerRetryAfter), nil
+		}
+		ended, row := c.await(ctx, waitUntil)
+		switch {
+		case !ended:
+			return c.inProgress(liveOwnerRetryAfter), nil
+		case row != nil:
+			// The owner, in this process, committed this key's row: it answers as the
+			// row read by a claim would, without a connection.
+			return c.answer(*row), nil
 		}
 	}
 }
@@ -140,6 +152,7 @@ const liveOwnerRetryAfter = 1
 // once is one attempt: the claim's flight, then, when the key is ours, the business and
 // the completion. A nil response and nil error: another transaction holds the key.
 func (c *call) once(ctx context.Context, fn Func) (*Response, error) {
+	c.committed = nil
 	cctx, endSpan := c.s.trace(ctx, SpanClaim, c.p.Operation)
 	state, resp, err := c.claim(cctx)
 	endSpan(claimSpan(state, resp, err))

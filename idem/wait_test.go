@@ -3,6 +3,7 @@ package idem
 import (
 	"context"
 	"net/http"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -113,6 +114,64 @@ func TestWaitRunsWhenTheOwnerRollsBack(t *testing.T) {
 	}
 	if r := <-dup; r == nil || r.Outcome != OutcomeCompleted {
 		t.Fatalf("waiting duplicate after the owner's rollback: %+v, want an execution", r)
+	}
+	if e.rows("") != 1 {
+		t.Fatalf("%d business rows, want 1", e.rows(""))
+	}
+}
+
+// Duplicates waiting for an owner in the same process answer from the key's row the owner
+// committed, without claiming again: no connection is acquired after the owner is done.
+// The row still decides as a claim's read would: a duplicate with another payload gets 422.
+func TestWaitingDuplicatesAnswerFromTheOwnersCommit(t *testing.T) {
+	e := newEnv(t)
+	p := policy("createThing")
+	p.Wait = 20 * time.Second
+	o := e.park(t, p, "k")
+	const n = 8
+	resps := make([]*Response, n)
+	errs := make([]error, n)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		release(n, func(i int) {
+			payload := "x"
+			if i == 0 {
+				payload = "y"
+			}
+			resps[i], errs[i] = e.store.Do(context.Background(), p, ptr("k"), parts(payload), insertOne(payload))
+		})
+	}()
+	id := LockID("", "k")
+	deadline := time.Now().Add(10 * time.Second)
+	for waiting := 0; waiting < n; {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d duplicates waiting for the owner after 10s", waiting, n)
+		}
+		e.store.owners.mu.Lock()
+		if ow := e.store.owners.keys[id]; ow != nil {
+			waiting = ow.waiting
+		}
+		e.store.owners.mu.Unlock()
+		runtime.Gosched()
+	}
+	before := e.pool.Stat().AcquireCount()
+	o.finish()
+	<-done
+	if acquired := e.pool.Stat().AcquireCount() - before; acquired != 0 {
+		t.Errorf("%d connections acquired after the owner committed; want 0 (the waiters answer from its row)", acquired)
+	}
+	if o.err != nil || o.resp.Outcome != OutcomeCompleted {
+		t.Fatalf("owner: %+v, %v", o.resp, o.err)
+	}
+	if r := resps[0]; errs[0] != nil || r.Status != http.StatusUnprocessableEntity {
+		t.Errorf("waiting duplicate with another payload: %+v, %v; want 422", r, errs[0])
+	}
+	for i, r := range resps[1:] {
+		if errs[i+1] != nil || r.Outcome != OutcomeReplayed || string(r.Body) != string(o.resp.Body) ||
+			r.Status != o.resp.Status || header(r, "Content-Type") != header(o.resp, "Content-Type") {
+			t.Fatalf("waiting duplicate %d: %+v, %v; want the owner's replay", i+1, r, errs[i+1])
+		}
 	}
 	if e.rows("") != 1 {
 		t.Fatalf("%d business rows, want 1", e.rows(""))
