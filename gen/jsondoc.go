@@ -5,7 +5,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"go.yaml.in/yaml/v4"
@@ -21,11 +20,21 @@ import (
 // The loader does the same work on the same tree: it decodes its YAML parser's tree
 // into the document through the same UnmarshalYAML methods (its scalar preparation
 // changes nothing in a JSON tree: no local tags, timestamps, infinities or non-string
-// keys), then resolves the $refs with ResolveRefsIn. load calls it for a text that
-// viaSourceTree accepts; the tree is then the one the loader's parser would build, but
-// for a number YAML resolves otherwise (treeReadsAsYAML). For such a number, a $ref to
-// another file (resolved against the document's location), or when decoding or
-// resolving fails (for the loader's own error), the loader reads the data itself.
+// keys), then resolves the $refs with ResolveRefsIn; the trees are the same
+// (FuzzJSONTree) but for a number YAML resolves otherwise than jsonTree tags it
+// (treeReadsAsYAML). For such a number, for a $ref to another file (resolved against
+// the document's location; load does not call this for a text with one, see
+// externalRefText), and when decoding or resolving fails (for the loader's own error),
+// the loader reads the data itself.
+//
+// One difference, decided: a text the loader's YAML parser refuses (a UTF-16 surrogate
+// pair escaped, "\ud83d\udc4d", as JSON encoders write emoji; a byte that is not UTF-8)
+// or reads otherwise (a raw U+0085, a line break to YAML) the loader decodes with
+// encoding/json, whose numbers are all float64. The tree has the same strings as
+// encoding/json and its numbers typed as YAML types them, so such a spec decodes as the
+// same document written without the escapes would: an integer in an extension, an
+// example, a default or an enum is an int, as in every other spec. (The corpus and the
+// goldens generate byte-identically either way: the generated code does not show it.)
 func (s *source) decodeJSONDoc(path string, data []byte) (*openapi3.T, error) {
 	if !treeReadsAsYAML(s.root) || s.externalRefs() {
 		return loadDoc(path, data)
@@ -40,38 +49,10 @@ func (s *source) decodeJSONDoc(path string, data []byte) (*openapi3.T, error) {
 	return doc, nil
 }
 
-// viaSourceTree reports whether load decodes the JSON text data from the source's tree
-// (decodeJSONDoc) rather than with kin-openapi's loader: whether the loader's YAML parser
-// accepts the text, reading it as jsonTree does, and the text has no $ref to another
-// file. When the parser refuses the text (a UTF-16 surrogate escaped, a byte that
-// is not UTF-8, U+FFFE) the loader decodes with encoding/json instead, and it does so too
-// for a raw U+0085 (a line break to YAML). Any control character but tab and line ends
-// answers false too (JSON has none outside strings, and none raw inside them). The
-// checks err on the side of false: the loader is always right, only slower.
-func viaSourceTree(data []byte) bool {
-	for i := 0; i < len(data); {
-		c := data[i]
-		if c < utf8.RuneSelf {
-			switch {
-			case c < 0x20 && c != '\t' && c != '\n' && c != '\r':
-				return false
-			case c == '\\' && i+3 < len(data) && data[i+1] == 'u' && (data[i+2] == 'd' || data[i+2] == 'D') && strings.IndexByte("89abcdefABCDEF", data[i+3]) >= 0:
-				return false // \uD800-\uDFFF: half a surrogate pair (or an escaped backslash before "ud8")
-			}
-			i++
-			continue
-		}
-		r, n := utf8.DecodeRune(data[i:])
-		if r == utf8.RuneError && n == 1 || r == 0x85 || r == 0xfffe || r == 0xffff {
-			return false
-		}
-		i += n
-	}
-	return !externalRefText(data)
-}
-
 // externalRefText reports whether the JSON text data may hold a $ref to another file: a
-// "$ref" key whose value does not start with "#".
+// "$ref" key whose value does not start with "#". load reads such a spec with
+// kin-openapi's loader before it builds the source's tree, as it reads YAML, so that the
+// loader's parse and the tree are never alive together.
 func externalRefText(data []byte) bool {
 	key := []byte(`"$ref"`)
 	for rest := data; ; {

@@ -30,11 +30,11 @@ func load(path string) (*spec, error) {
 	}
 	var doc *openapi3.T
 	var docErr error
-	viaTree := jsonText(data) && viaSourceTree(data)
+	viaTree := jsonText(data) && !externalRefText(data)
 	if !viaTree {
 		// kin-openapi's loader first, then the node tree: the loader's own node tree is
 		// garbage by the time the source's is built, so the two are never alive
-		// together. (Most JSON is decoded from the source's tree: jsondoc.go.)
+		// together. (JSON is decoded from the source's tree: jsondoc.go.)
 		doc, docErr = loadDoc(path, data)
 	}
 	src, err := parseSource(path, data)
