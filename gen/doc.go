@@ -7,10 +7,12 @@
 //
 // [Generate] is one pipeline, a step per file:
 //
-//  1. load (load.go, source.go, contentref.go): the spec file as a node tree, for
-//     positions (JSON is read with encoding/json's tokenizer, YAML with
+//  1. load (load.go, source.go, jsondoc.go, contentref.go): the spec file as a node
+//     tree, for positions (JSON is read with encoding/json's tokenizer, YAML with
 //     go.yaml.in/yaml/v4), and as kin-openapi's document (external $refs to local files
-//     only; a bundler's content $refs resolved).
+//     only; a bundler's content $refs resolved). A JSON document is decoded from the
+//     node tree (kin-openapi's loader would parse the file again, with a peak heap four
+//     times the tree's); YAML and JSON with $refs to other files go through the loader.
 //  2. check (check.go, marker.go, model.go, key.go, keyfind.go): every check of the run,
 //     reported at once as an [ErrorList] of FILE:LINE:COL errors: the document itself
 //     (duplicate keys, local $refs, path templates against their path parameters), then
@@ -20,10 +22,12 @@
 //     one the base is generated from (see "The base" below).
 //  4. base (base.go, router.go): oapi-codegen v2 as a library (models, the router's
 //     server, strict server), once, serialised (it keeps package-level state); a panic
-//     inside it becomes an error. idemgen formats its output once.
+//     inside it becomes an error.
 //  5. render (render.go): templates/idempotent.go.tmpl renders the idempotent layer from
 //     the model and oapi-codegen's operation definitions (so the Go names agree); with
-//     Options.Client, client.go renders templates/client.go.tmpl the same way.
+//     Options.Client, client.go renders templates/client.go.tmpl the same way. Then
+//     idemgen formats the base once: the largest text of the run, parsed in place and
+//     printed after the operation definitions are gone.
 //
 // Writing goes through a [FileSystem]: [Dir] writes (atomically, by rename), [Check]
 // compares and records the differences (-check). [Emit] also removes an oapi.gen.go that

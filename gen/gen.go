@@ -141,26 +141,32 @@ func Generate(opts Options) ([]File, error) {
 			return nil, err
 		}
 	}
+	// The idempotent layer and the client first: they are all that needs oapi-codegen's
+	// operations, which can go before the base, the largest file, is parsed and printed.
+	var client, layer []byte
+	var renderErr error
+	if opts.Client {
+		client, renderErr = renderClient(opts, m, b.ops)
+	}
+	if !opts.ClientOnly && renderErr == nil { // a client-only package has no server: no layer, no spec to validate with
+		layer, renderErr = render(opts, m, b.ops)
+	}
+	b.ops = nil
 	var files []File
 	if opts.Base == BaseOapiCodegen {
-		code, err := formatBase(b, opts)
+		code, err := formatBase(&b, opts)
 		if err != nil {
 			return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
 		}
 		files = append(files, File{Name: BaseFile, Data: code})
 	}
+	if renderErr != nil {
+		return nil, renderErr
+	}
 	if opts.Client {
-		client, err := renderClient(opts, m, b.ops)
-		if err != nil {
-			return nil, err
-		}
 		files = append(files, File{Name: ClientFile, Data: client})
 	}
-	if !opts.ClientOnly { // a client-only package has no server: no layer, no spec to validate with
-		layer, err := render(opts, m, b.ops)
-		if err != nil {
-			return nil, err
-		}
+	if !opts.ClientOnly {
 		files = append(files, File{Name: SpecFile, Data: specCode}, File{Name: IdempotentFile, Data: layer})
 	}
 	return files, nil

@@ -28,9 +28,15 @@ func load(path string) (*spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	// kin-openapi's loader first, then the node tree: the loader's own node tree is
-	// garbage by the time the source's is built, so the two are never alive together.
-	doc, docErr := loadDoc(path, data)
+	var doc *openapi3.T
+	var docErr error
+	viaTree := jsonText(data) && !externalRefText(data)
+	if !viaTree {
+		// kin-openapi's loader first, then the node tree: the loader's own node tree is
+		// garbage by the time the source's is built, so the two are never alive
+		// together. (JSON is decoded from the source's tree: jsondoc.go.)
+		doc, docErr = loadDoc(path, data)
+	}
 	src, err := parseSource(path, data)
 	if err != nil {
 		return nil, err
@@ -38,15 +44,18 @@ func load(path string) (*spec, error) {
 	if err := src.checkVersion(); err != nil {
 		return nil, err
 	}
-	s := &spec{src: src, doc: doc, data: data}
+	s := &spec{src: src, data: data}
 	if inlined, ok, err := src.inlineContentRefs(); err != nil {
 		return nil, err
 	} else if ok {
 		// A bundler's content $refs, resolved (contentref.go): kin-openapi loads the
 		// document again, with them inlined, and the spec file embeds it so.
 		s.data = inlined
-		s.doc, docErr = loadDoc(path, inlined)
+		doc, docErr = loadDoc(path, inlined)
+	} else if viaTree {
+		doc, docErr = src.decodeJSONDoc(path, data)
 	}
+	s.doc = doc
 	if docErr != nil {
 		s.doc, s.loadErr = nil, src.locateLoadError(docErr)
 	}
@@ -56,6 +65,16 @@ func load(path string) (*spec, error) {
 // loadDoc loads the spec with kin-openapi (external $refs to local files only). Each call
 // returns a fresh document: the base step rewrites it.
 func loadDoc(path string, data []byte) (*openapi3.T, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	return newLoader().LoadFromDataWithPath(data, &url.URL{Path: filepath.ToSlash(abs)})
+}
+
+// newLoader is kin-openapi's loader as idemgen configures it: $refs to other files are
+// followed, on the local file system only.
+func newLoader() *openapi3.Loader {
 	loader := openapi3.NewLoader()
 	loader.IsExternalRefsAllowed = true
 	// Local files only: a generator whose output depends on the network is not reproducible.
@@ -65,9 +84,5 @@ func loadDoc(path string, data []byte) (*openapi3.T, error) {
 		}
 		return openapi3.ReadFromFile(l, u)
 	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, err
-	}
-	return loader.LoadFromDataWithPath(data, &url.URL{Path: filepath.ToSlash(abs)})
+	return loader
 }

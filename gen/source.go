@@ -30,7 +30,7 @@ type source struct {
 // pairs such as "\ud83d\udc4d").
 func parseSource(file string, data []byte) (*source, error) {
 	var root *yaml.Node
-	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) > 0 && t[0] == '{' {
+	if jsonText(data) {
 		var err error
 		if root, err = jsonTree(file, data); err != nil {
 			return nil, err

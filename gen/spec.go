@@ -54,6 +54,14 @@ func renderSpec(opts Options, s *spec) ([]byte, error) {
 	// spec of megabytes again (go/format parses and prints every literal) cost a tenth of
 	// the generation of a 4 MB spec.
 	var b bytes.Buffer
+	// The file is its pieces, a line each, and 2-3 KB of code around them: sized once,
+	// not doubled up to it (a buffer grown by doubling holds up to twice the text until
+	// the run ends).
+	size := 4096
+	for _, p := range l.Pieces {
+		size += len(p) + len("\t,\n")
+	}
+	b.Grow(size)
 	if err := tmpl.ExecuteTemplate(&b, "spec.go.tmpl", l); err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", SpecFile, err)
 	}

@@ -2,15 +2,10 @@ package corpus
 
 import (
 	"fmt"
-	"math"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -33,8 +28,11 @@ import (
 //     same in CPU time (user + system, all threads), steadier on a shared machine;
 //   - oapi-codegen-MB/op, idemgen-MB/op: megabytes allocated per run;
 //   - oapi-codegen-maxrss-MB, idemgen-maxrss-MB, rss-ratio: the peak resident memory of
-//     one run in a process of its own (this test binary, started three times per
-//     generator: the median); the goal: idemgen no worse than oapi-codegen alone.
+//     one run in a process of its own (the median of rssRuns such processes per
+//     generator, interleaved); the goal: idemgen no worse than oapi-codegen alone;
+//   - oapi-codegen-live-MB, idemgen-live-MB, live-ratio: the peak live heap of one run,
+//     the steadier measure beside it (the median of liveRuns processes with frequent
+//     garbage collection cycles; memory_test.go says how both are measured).
 //
 // The README's performance notes give the numbers:
 //
@@ -160,10 +158,13 @@ func compare(b *testing.B, plain, marked string) (alone, idemgen cost) {
 	b.ReportMetric(idemgen.cpu.Seconds()/alone.cpu.Seconds(), "cpu-ratio")
 	b.ReportMetric(float64(alone.alloc)/n/1e6, "oapi-codegen-MB/op")
 	b.ReportMetric(float64(idemgen.alloc)/n/1e6, "idemgen-MB/op")
-	rssAlone, rssIdemgen := maxRSS(b, childAlone, plain), maxRSS(b, childIdemgen, marked)
-	b.ReportMetric(rssAlone/1e6, "oapi-codegen-maxrss-MB")
-	b.ReportMetric(rssIdemgen/1e6, "idemgen-maxrss-MB")
-	b.ReportMetric(rssIdemgen/rssAlone, "rss-ratio")
+	pa, pi := measurePeaks(b, plain, marked)
+	b.ReportMetric(pa.rss/1e6, "oapi-codegen-maxrss-MB")
+	b.ReportMetric(pi.rss/1e6, "idemgen-maxrss-MB")
+	b.ReportMetric(pi.rss/pa.rss, "rss-ratio")
+	b.ReportMetric(pa.live/1e6, "oapi-codegen-live-MB")
+	b.ReportMetric(pi.live/1e6, "idemgen-live-MB")
+	b.ReportMetric(pi.live/pa.live, "live-ratio")
 	return alone, idemgen
 }
 
@@ -225,68 +226,4 @@ func oapiCodegenAlone(path string) (err error) {
 		Generate:    codegen.GenerateOptions{Models: true, StdHTTPServer: true, Strict: true},
 	})
 	return err
-}
-
-// The child processes of maxRSS: this test binary, told by its environment to run one
-// generator once and exit (see TestMain).
-const (
-	childEnv     = "IDEMGEN_BENCH_CHILD" // childAlone or childIdemgen
-	childSpecEnv = "IDEMGEN_BENCH_SPEC"
-	childAlone   = "oapi-codegen"
-	childIdemgen = "idemgen"
-)
-
-func TestMain(m *testing.M) {
-	if run := os.Getenv(childEnv); run != "" {
-		f := generate
-		if run == childAlone {
-			f = oapiCodegenAlone
-		}
-		if err := f(os.Getenv(childSpecEnv)); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		status, err := os.ReadFile("/proc/self/status")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		os.Stdout.Write(status)
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
-
-// maxRSS returns the peak resident set, in bytes, of a process that runs one generator
-// once on spec: the median of three such processes' VmHWM (one process's peak moves by
-// ±15 % with the garbage collector's timing on a busy machine). The rusage of a child is
-// no use: Linux carries the parent's peak over the exec.
-func maxRSS(b *testing.B, run, spec string) float64 {
-	if runtime.GOOS != "linux" {
-		return math.NaN()
-	}
-	peaks := []float64{vmHWM(b, run, spec), vmHWM(b, run, spec), vmHWM(b, run, spec)}
-	slices.Sort(peaks)
-	return peaks[1]
-}
-
-// vmHWM runs one generator once on spec in a process of its own, and returns its VmHWM.
-func vmHWM(b *testing.B, run, spec string) float64 {
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+run, childSpecEnv+"="+spec)
-	out, err := cmd.Output()
-	if err != nil {
-		b.Fatalf("%s on %s in a process of its own: %v\n%s", run, spec, err, out)
-	}
-	for line := range strings.Lines(string(out)) {
-		if kb, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(kb), " kB"))
-			if err != nil {
-				b.Fatalf("VmHWM: %q: %v", kb, err)
-			}
-			return float64(n) * 1024
-		}
-	}
-	b.Fatalf("%s on %s: no VmHWM in /proc/self/status:\n%s", run, spec, out)
-	return 0
 }
