@@ -155,3 +155,27 @@ func FuzzFingerprintMatchesReference(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkFingerprintDeepUnsorted: a ~1 MB body of 5,000 nested objects whose keys are
+// out of order, a large string at the bottom. The one-pass canonical form copies each
+// unsorted object's members again to sort them, so the bottom string is copied once per
+// enclosing level (depth × size); the reference's decoded tree is encoded once.
+//
+//	go test ./idem -run '^$' -bench FingerprintDeepUnsorted -benchtime 5x
+func BenchmarkFingerprintDeepUnsorted(b *testing.B) {
+	const depth = 5000
+	body := json.RawMessage(strings.Repeat(`{"b":`, depth) + `"` + strings.Repeat("x", 900<<10) + `"` + strings.Repeat(`,"a":1}`, depth))
+	for _, f := range []struct {
+		name string
+		fp   func(string, ...Part) ([]byte, error)
+	}{{"reference", referenceFingerprint}, {"Fingerprint", Fingerprint}} {
+		b.Run(f.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if _, err := f.fp("op", Part{"body", body}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
