@@ -151,8 +151,13 @@ func TestDefaultIsolationDuplicates(t *testing.T) {
 				key := fmt.Sprintf("round-%d", round)
 				resps := make([]*Response, n)
 				errs := make([]error, n)
+				var calls atomic.Int64 // the business's calls, not only its committed rows
+				business := func(ctx context.Context, tx Tx) (*Response, error) {
+					calls.Add(1)
+					return insertOne("x")(ctx, tx)
+				}
 				release(n, func(i int) {
-					resps[i], errs[i] = e.store.Do(context.Background(), p, ptr(key), parts("x"), insertOne("x"))
+					resps[i], errs[i] = e.store.Do(context.Background(), p, ptr(key), parts("x"), business)
 				})
 				executed := 0
 				for i, r := range resps {
@@ -167,8 +172,8 @@ func TestDefaultIsolationDuplicates(t *testing.T) {
 						t.Fatalf("round %d: call %d: outcome %s", round, i, r.Outcome)
 					}
 				}
-				if executed != 1 || e.rows("WHERE key = $1", key) != 1 {
-					t.Fatalf("round %d: %d executions, %d business rows; want 1, 1", round, executed, e.rows("WHERE key = $1", key))
+				if executed != 1 || calls.Load() != 1 || e.rows("WHERE key = $1", key) != 1 {
+					t.Fatalf("round %d: %d executions, %d calls, %d business rows; want 1, 1, 1", round, executed, calls.Load(), e.rows("WHERE key = $1", key))
 				}
 			}
 		})
