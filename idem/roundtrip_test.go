@@ -74,7 +74,8 @@ func tracedPool(t *testing.T, url string) (*pgxpool.Pool, *wireCount) {
 // The protocol's cost on the wireCount, counted per request against a plain transaction that
 // does the same business work (BEGIN; INSERT; COMMIT): a fresh request costs the bare
 // round trips (BEGIN and the claim in the first flight; completion and COMMIT in the
-// last) and two statements more, a replay or a 409 two round trips. A change in these counts is a change in the
+// last) and three statements more (LockKey, GetKey, CompleteKey), a replay or a 409 two
+// round trips. A change in these counts is a change in the
 // protocol's cost: update the README's performance notes with it.
 func TestRoundTripsPerRequest(t *testing.T) {
 	e := newEnv(t)
@@ -123,7 +124,8 @@ func TestRoundTripsPerRequest(t *testing.T) {
 			}
 		}
 	}
-	readCommitted, serializable := policy("createThing"), policy("createThing")
+	readCommitted, repeatableRead, serializable := policy("createThing"), policy("createThing"), policy("createThing")
+	repeatableRead.Isolation = pgx.RepeatableRead
 	serializable.Isolation = pgx.Serializable
 	pipelined := NewStore(business)
 
@@ -145,7 +147,9 @@ func TestRoundTripsPerRequest(t *testing.T) {
 		{"fresh", fresh(pipelined, readCommitted), count{3, 6 + local}},
 		// BEGIN, LockKey and GetKey · ROLLBACK
 		{"replay", replay(pipelined, readCommitted), count{2, 4 + local}},
-		// BEGIN and LockKey · ClaimKeyRow · the business INSERT · CompleteKeyOver and COMMIT
+		// BEGIN, LockKey and GetKey · ClaimKeyRow · the business INSERT · CompleteKeyOver and COMMIT
+		{"fresh, repeatable read", fresh(pipelined, repeatableRead), count{4, 7 + local}},
+		// BEGIN and LockKeyOnly · ClaimKeyRow · the business INSERT · CompleteKeyOver and COMMIT
 		{"fresh, serializable", fresh(pipelined, serializable), count{4, 6 + local}},
 	} {
 		if got := measure(c.run); got != c.want {
