@@ -48,10 +48,15 @@ BEGIN
     IF to_regclass('idempotency_keys_unfinished_leased_until_idx') IS NOT NULL THEN
         DROP INDEX idempotency_keys_unfinished_leased_until_idx;
     END IF;
-    -- Migration 00003: the created_at index becomes a BRIN index (recreated below).
+    -- Migration 00003: the created_at index becomes a BRIN index. Built first under
+    -- another name (the build blocks writes, not reads), then the btree is dropped: its
+    -- ACCESS EXCLUSIVE lock, which blocks reads too, is held from there to the commit only.
     IF EXISTS (SELECT 1 FROM pg_class AS c JOIN pg_am AS am ON am.oid = c.relam
                WHERE c.oid = to_regclass('idempotency_keys_created_at_idx') AND am.amname = 'btree') THEN
+        DROP INDEX IF EXISTS idempotency_keys_created_at_brin_idx;
+        CREATE INDEX idempotency_keys_created_at_brin_idx ON idempotency_keys USING brin (created_at);
         DROP INDEX idempotency_keys_created_at_idx;
+        ALTER INDEX idempotency_keys_created_at_brin_idx RENAME TO idempotency_keys_created_at_idx;
     END IF;
 END
 $upgrade$;
