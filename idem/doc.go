@@ -16,8 +16,9 @@
 //  2. fingerprints the request ([Fingerprint]);
 //  3. claims the key in the business transaction's first flight: BEGIN, then one statement
 //     that takes a non-blocking transaction-scoped advisory lock on (scope, key) and reads
-//     the key's row (LockKey), then the key's row read again by a statement whose snapshot
-//     follows the lock (GetKey; see Flights). The row, when there is one that is not past retention,
+//     the key's row (LockKey), then the key's row read again by a statement whose snapshot,
+//     under READ COMMITTED, follows the lock (GetKey; see Flights and, for the other
+//     levels, REPEATABLE READ and SERIALIZABLE). The row, when there is one that is not past retention,
 //     answers whoever holds the lock: another operation or another fingerprint → 422;
 //     completed → the stored status, headers and byte-identical body with
 //     "Idempotent-Replayed: true". No row (or one past retention) and the lock held by

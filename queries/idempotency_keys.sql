@@ -42,8 +42,11 @@ SELECT pg_advisory_xact_lock(sqlc.arg(lock_hi)::int, sqlc.arg(lock_lo)::int)::te
        ((SELECT k.status FROM idempotency_keys AS k
         WHERE k.scope = sqlc.arg(scope)::text AND k.key = sqlc.arg(key)::text) IS NOT NULL)::boolean AS present;
 
--- The key's row as committed now (read after a unique violation at completion: another
--- writer won; and by Store.Key).
+-- The key's row: in the claim's flight, right after LockKey, the row that decides the
+-- claim (under READ COMMITTED its snapshot is taken once LockKey's lock is held; under
+-- REPEATABLE READ it is the transaction's, and ClaimKeyRow settles it); under SERIALIZABLE
+-- after LockKeyOnly or ClaimKeyRow; and after a unique violation at completion (another
+-- writer won). Store.Key reads DescribeKey.
 -- name: GetKey :one
 SELECT operation,
        fingerprint,

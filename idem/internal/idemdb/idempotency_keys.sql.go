@@ -333,8 +333,11 @@ type GetKeyRow struct {
 	LeaseRemainingSeconds float64
 }
 
-// The key's row as committed now (read after a unique violation at completion: another
-// writer won; and by Store.Key).
+// The key's row: in the claim's flight, right after LockKey, the row that decides the
+// claim (under READ COMMITTED its snapshot is taken once LockKey's lock is held; under
+// REPEATABLE READ it is the transaction's, and ClaimKeyRow settles it); under SERIALIZABLE
+// after LockKeyOnly or ClaimKeyRow; and after a unique violation at completion (another
+// writer won). Store.Key reads DescribeKey.
 func (q *Queries) GetKey(ctx context.Context, arg GetKeyParams) (GetKeyRow, error) {
 	row := q.db.QueryRow(ctx, getKey, arg.Scope, arg.Key)
 	var i GetKeyRow
