@@ -55,7 +55,8 @@ const (
 )
 
 // claim sends the first flight on the business connection: BEGIN (at the policy's
-// isolation), the lease's idle bound, and LockKey. When the key is ours the transaction
+// isolation), the lease's idle bound, LockKey and GetKey (under SERIALIZABLE, LockKeyOnly
+// alone). When the key is ours the transaction
 // stays open (claimFresh, claimTakeover); otherwise it is rolled back and resp is the
 // answer (replay, 409, 422), or, for claimBusy, nil (the caller answers 409 or waits).
 //
