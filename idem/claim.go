@@ -95,6 +95,18 @@ func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 	}
 	hi, lo := lockHalves(c.lockID)
 	c.rowClaimed = false
+	if c.p.Isolation == "" && defaultIsolation(conn) == "" {
+		// The connection's first claim under a policy that names no level: learn the
+		// session's default first (one round trip, once per connection). Guessing it
+		// would read the key's row under SERIALIZABLE when that is the default, and its
+		// predicate lock on the primary key's page would fail the completions of the
+		// other keys on that page with 40001.
+		var level string
+		if err := conn.QueryRow(fctx, "show default_transaction_isolation").Scan(&level); err != nil {
+			return 0, nil, fmt.Errorf("idem: claim: read the default isolation: %w", err)
+		}
+		setDefaultIsolation(conn, level)
+	}
 	serial := c.p.Isolation == pgx.Serializable || c.p.Isolation == "" && defaultIsolation(conn) == "serializable"
 	var r idemdb.LockKeyRow
 	var k idemdb.GetKeyRow

@@ -117,9 +117,13 @@
 // ClaimKeyRow finds the row: a read of the key's row through the primary key would take a
 // predicate lock on its index page, and the completions of concurrent requests on other
 // keys of that page would fail each other with 40001 (TestSerializableDifferentKeysDoNotConflict);
-// an INSERT's conflict check takes none. READ COMMITTED keeps the cheapest path: the claim's
-// flight reads the key's row a second time (GetKey) in a statement whose snapshot follows
-// the lock, and the business's statements take fresh snapshots.
+// an INSERT's conflict check takes none. When the policy names no level, a connection's
+// first claim reads the session's default_transaction_isolation first (one round trip
+// more, once per connection; TestSerializableDefaultColdConnectionsDoNotConflict), and the
+// claim's statement reports the level for its next claims. READ COMMITTED keeps the
+// cheapest path: the claim's flight reads the key's row a second time (GetKey) in a
+// statement whose snapshot follows the lock, and the business's statements take fresh
+// snapshots.
 //
 // # Waiting
 //

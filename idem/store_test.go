@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/idemgen/idemgen/internal/pgtest"
 )
 
 // Under SERIALIZABLE, the protocol's own statements in the business transaction (lock own
@@ -39,6 +42,54 @@ func TestSerializableDifferentKeysDoNotConflict(t *testing.T) {
 	}
 	if got := e.rows(""); got != n*rounds {
 		t.Fatalf("%d business rows, want %d", got, n*rounds)
+	}
+}
+
+// The same with SERIALIZABLE as the database's default (the policy says nothing), on
+// connections that have not run a claim yet (a new pool, or connections opened since):
+// a claim that does not know its connection's default yet must not read the key's row
+// under SERIALIZABLE either (its predicate lock on the primary key's page would fail the
+// completions of the other keys on that page). No retries allowed: every request of a cold
+// pool completes at once, and each business runs once.
+func TestSerializableDefaultColdConnectionsDoNotConflict(t *testing.T) {
+	url := pgtest.NewDB(t)
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := pgtest.Pool(t, pgtest.URL(t))
+	if _, err := admin.Exec(context.Background(), fmt.Sprintf(
+		"ALTER DATABASE %s SET default_transaction_isolation = 'serializable'",
+		pgx.Identifier{cfg.Database}.Sanitize())); err != nil {
+		t.Fatal(err)
+	}
+	admin.Close()
+	e := newEnvOn(t, url, WithMaxRetries(0)) // 40 connections, none has claimed yet
+	p := policy("createThing")
+	const n = 32
+	var calls atomic.Int64
+	business := func(ctx context.Context, tx Tx) (*Response, error) {
+		calls.Add(1)
+		k, _ := KeyFromContext(ctx)
+		return insertOne(k.Key)(ctx, tx)
+	}
+	outcomes := make([]Outcome, n)
+	errs := make([]error, n)
+	release(n, func(i int) {
+		key := fmt.Sprintf("k%d", i)
+		r, err := e.store.Do(context.Background(), p, &key, parts(key), business)
+		errs[i] = err
+		if r != nil {
+			outcomes[i] = r.Outcome
+		}
+	})
+	for i := range n {
+		if errs[i] != nil || outcomes[i] != OutcomeCompleted {
+			t.Errorf("request %d: %v %v; want completed", i, outcomes[i], errs[i])
+		}
+	}
+	if got := calls.Load(); got != n {
+		t.Fatalf("the business ran %d times for %d keys", got, n)
 	}
 }
 
