@@ -46,8 +46,11 @@ func Fingerprint(operation string, parts ...Part) ([]byte, error) {
 		stream = binary.BigEndian.AppendUint64(stream, 0) // the length, set below
 		var rest []byte
 		var err error
-		stream, rest, err = appendCanonical(stream, raw, 0)
-		if err == nil && len(rest) != 0 {
+		budget := canonicalBudget(len(raw))
+		stream, rest, err = appendCanonical(stream, raw, 0, &budget)
+		if errors.Is(err, errCanonicalBudget) {
+			stream, err = canonicalByDecoding(stream[:at+8], raw)
+		} else if err == nil && len(rest) != 0 {
 			err = errors.New("idem: trailing data after a JSON value")
 		}
 		if err != nil {
@@ -97,13 +100,40 @@ const maxCanonicalDepth = 10000
 
 var errCanonicalSyntax = errors.New("idem: fingerprint: unexpected JSON from the encoder")
 
+// errCanonicalBudget: appendCanonical moved more bytes than its budget (canonicalBudget)
+// sorting nested objects; the value's canonical form is computed by decoding it instead.
+var errCanonicalBudget = errors.New("idem: fingerprint: sorting budget exceeded")
+
+// canonicalBudget is how many bytes appendCanonical may move sorting the objects of a value
+// of n bytes: a few times the value, so that a deeply nested body whose keys are out of
+// order at every level (each level copying its content again: depth × size) costs at most
+// a decode and an encode, not a copy per level.
+func canonicalBudget(n int) int { return 8*n + 4096 }
+
+// canonicalByDecoding appends the canonical form of the JSON value raw by decoding it into
+// any (numbers as json.Number) and encoding it with json.Marshal: the definition that
+// appendCanonical computes in one pass (TestFingerprintMatchesReference).
+func canonicalByDecoding(dst, raw []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var tree any
+	if err := dec.Decode(&tree); err != nil {
+		return dst, err
+	}
+	v, err := json.Marshal(tree)
+	if err != nil {
+		return dst, err
+	}
+	return append(dst, v...), nil
+}
+
 // appendCanonical appends the canonical form of the JSON value at the start of src to dst
 // and returns the rest of src. src is encoding/json's output (valid and compact, strings
 // HTML-escaped); the canonical form is that of decoding it into any with UseNumber and
 // encoding the result with json.Marshal: object keys sorted bytewise by their decoded
 // value (the last of repeated keys wins), strings re-escaped as json.Marshal escapes them,
 // numbers and literals as written.
-func appendCanonical(dst, src []byte, depth int) ([]byte, []byte, error) {
+func appendCanonical(dst, src []byte, depth int, budget *int) ([]byte, []byte, error) {
 	if len(src) == 0 {
 		return dst, nil, errCanonicalSyntax
 	}
@@ -115,9 +145,9 @@ func appendCanonical(dst, src []byte, depth int) ([]byte, []byte, error) {
 			return dst, nil, errors.New("idem: fingerprint: exceeded max depth")
 		}
 		if c == '[' {
-			return appendCanonicalArray(dst, src, depth)
+			return appendCanonicalArray(dst, src, depth, budget)
 		}
-		return appendCanonicalObject(dst, src, depth)
+		return appendCanonicalObject(dst, src, depth, budget)
 	case c == 't' || c == 'n':
 		return appendToken(dst, src, 4)
 	case c == 'f':
@@ -177,7 +207,7 @@ func appendCanonicalString(dst, src []byte) ([]byte, []byte, error) {
 	return append(dst, enc...), src[n:], nil
 }
 
-func appendCanonicalArray(dst, src []byte, depth int) ([]byte, []byte, error) {
+func appendCanonicalArray(dst, src []byte, depth int, budget *int) ([]byte, []byte, error) {
 	dst = append(dst, '[')
 	src = src[1:]
 	if len(src) > 0 && src[0] == ']' {
@@ -185,7 +215,7 @@ func appendCanonicalArray(dst, src []byte, depth int) ([]byte, []byte, error) {
 	}
 	for {
 		var err error
-		if dst, src, err = appendCanonical(dst, src, depth); err != nil {
+		if dst, src, err = appendCanonical(dst, src, depth, budget); err != nil {
 			return dst, nil, err
 		}
 		if len(src) == 0 {
@@ -211,7 +241,7 @@ type member struct {
 	start, end int
 }
 
-func appendCanonicalObject(dst, src []byte, depth int) ([]byte, []byte, error) {
+func appendCanonicalObject(dst, src []byte, depth int, budget *int) ([]byte, []byte, error) {
 	dst = append(dst, '{')
 	src = src[1:]
 	if len(src) > 0 && src[0] == '}' {
@@ -246,7 +276,7 @@ func appendCanonicalObject(dst, src []byte, depth int) ([]byte, []byte, error) {
 			return dst, nil, errCanonicalSyntax
 		}
 		dst = append(dst, ':')
-		if dst, src, err = appendCanonical(dst, src[1:], depth); err != nil {
+		if dst, src, err = appendCanonical(dst, src[1:], depth, budget); err != nil {
 			return dst, nil, err
 		}
 		m.end = len(dst)
@@ -265,6 +295,12 @@ func appendCanonicalObject(dst, src []byte, depth int) ([]byte, []byte, error) {
 	}
 	if inOrder(members) { // already sorted, no repeated key (a typed body's fields often are)
 		return append(dst, '}'), src, nil
+	}
+	// Sorting writes the members again and moves them down: each unordered object copies
+	// its whole content twice, so nested unordered objects copy their innermost content once
+	// per level. Past the budget, Fingerprint decodes the value instead.
+	if *budget -= 2 * (len(dst) - base); *budget < 0 {
+		return dst, nil, errCanonicalBudget
 	}
 	slices.SortStableFunc(members, func(a, b member) int { return bytes.Compare(a.key, b.key) })
 	// Write the members again after the unordered ones, in order (the last of a repeated

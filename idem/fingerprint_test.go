@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -178,4 +179,18 @@ func BenchmarkFingerprintDeepUnsorted(b *testing.B) {
 			}
 		})
 	}
+}
+
+// A body nested deep with its keys out of order at every level would make the one-pass
+// form copy the innermost content once per level; past its budget the value is decoded
+// instead, with the same canonical form (and the same for parts after it).
+func TestFingerprintDeepUnsortedMatchesReference(t *testing.T) {
+	const depth = 200
+	deep := json.RawMessage(strings.Repeat(`{"b":`, depth) + `"` + strings.Repeat("x", 64<<10) + `"` + strings.Repeat(`,"a":1}`, depth))
+	raw, _ := json.Marshal(deep)
+	budget := canonicalBudget(len(raw))
+	if _, _, err := appendCanonical(nil, raw, 0, &budget); !errors.Is(err, errCanonicalBudget) {
+		t.Fatalf("the one-pass form of the deep body: %v, want errCanonicalBudget (the case this test is for)", err)
+	}
+	checkMatchesReference(t, "deep unsorted body", Part{"path", "p"}, Part{"body", deep}, Part{"after", map[string]int{"z": 1, "a": 2}})
 }
