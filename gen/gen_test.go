@@ -781,7 +781,7 @@ paths:
 	}}); err != nil {
 		t.Fatal(err)
 	}
-	want := spec + ":7:7: x-idempotent: POST /payments makes a duplicate wait up to 1m for the key's owner, longer than the owner may run (timeout 10s): by then the owner has answered or was cut off, so the rest of the wait only holds the duplicate's request; set wait to at most the timeout"
+	want := spec + ":7:7: x-idempotent: POST /payments makes a duplicate wait up to 1m for the key's owner, longer than the owner's business may run (timeout 10s): by then the owner has answered, is finishing its commit, or was cut off, so most of the wait past the timeout only holds the duplicate's request; set wait to at most the timeout"
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("warnings:\n%s\nwant\n%s", strings.Join(got, "\n"), want)
 	}

@@ -166,7 +166,7 @@ func (s *source) buildOperation(om opMarker, item *openapi3.PathItem, op *openap
 		}
 	}
 	if o.Timeout > 0 && o.Wait > o.Timeout && !mk.wait.bad && !mk.timeout.bad {
-		w.add(mk.pos, "%s: %s %s makes a duplicate wait up to %s for the key's owner, longer than the owner may run (timeout %s): by then the owner has answered or was cut off, so the rest of the wait only holds the duplicate's request; set wait to at most the timeout",
+		w.add(mk.pos, "%s: %s %s makes a duplicate wait up to %s for the key's owner, longer than the owner's business may run (timeout %s): by then the owner has answered, is finishing its commit, or was cut off, so most of the wait past the timeout only holds the duplicate's request; set wait to at most the timeout",
 			MarkerExt, strings.ToUpper(om.method), om.path, humanDuration(o.Wait), humanDuration(o.Timeout))
 	}
 	if o.Retention < o.Lease && !mk.lease.bad && !mk.retention.bad {

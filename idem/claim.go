@@ -79,7 +79,7 @@ func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 	conn := c.conn.Conn()
 	f := newFlight(conn, c.s.wire)
 	idle := c.p.idleBound()
-	session := c.s.wire.prepare
+	session := c.s.wire.prepare && !c.s.pooler // the session is ours: set the bound on it once
 	if session && sessionIdle(conn) != idle {
 		// Once per connection (and per change): the bound lives in the session, so the
 		// steady state costs no statement. Its own sync: a SET inside the transaction

@@ -117,6 +117,7 @@ type Store struct {
 	// maxResponseBytes caps a recorded response body; 0 means DefaultMaxResponseBytes.
 	maxResponseBytes int64
 
+	pooler         bool          // WithTransactionPooler: the session is never ours
 	acquireTimeout time.Duration // WithAcquireTimeout
 	flightTimeout  time.Duration // WithFlightTimeout
 	// staleAfter, when set (WithStaleAfter), is the age past which a held claim counts as
@@ -170,6 +171,17 @@ func WithStaleAfter(d time.Duration) Option {
 	mustBePositive("WithStaleAfter", d)
 	return func(s *Store) { s.staleAfter = d }
 }
+
+// WithTransactionPooler tells the store that its pool's connections go through a
+// transaction pooler (PgBouncer's pool_mode=transaction, and the like): a session's
+// settings then reach only the server connection a transaction happens to run on. The
+// lease's idle bound (idle_in_transaction_session_timeout) is then set with SET LOCAL in
+// every transaction, one statement more in the claim's flight, also in pgx's default
+// cache_statement mode, which PgBouncer 1.21+ runs with max_prepared_statements. Without
+// it that mode sets the bound once per connection, on its session: behind such a pooler,
+// on one server connection only, and a silent owner elsewhere would not be cut off within
+// its lease. (In pgx's exec and simple_protocol modes the bound is always SET LOCAL.)
+func WithTransactionPooler() Option { return func(s *Store) { s.pooler = true } }
 
 // flightContext bounds one of the protocol's flights by the store's flight timeout.
 func (s *Store) flightContext(ctx context.Context) (context.Context, context.CancelFunc) {

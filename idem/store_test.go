@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -124,5 +125,48 @@ func TestScopeProblem(t *testing.T) {
 	}
 	if e.keyRows() != 0 || e.rows("") != 0 {
 		t.Fatal("a rejected scope changed state")
+	}
+}
+
+// Behind a transaction pooler (WithTransactionPooler) the lease's idle bound is set in each
+// transaction, also in pgx's default mode, and never left on the session: a pooler hands
+// the session to other transactions. Without the option that mode sets it once on the
+// session.
+func TestTransactionPoolerSetsTheIdleBoundPerTransaction(t *testing.T) {
+	e := newEnv(t)
+	if e.pool.Config().ConnConfig.DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
+		t.Skip("the pool is not in pgx's default mode (behind PgBouncer): the bound is always SET LOCAL there")
+	}
+	for _, c := range []struct {
+		name         string
+		opts         []Option
+		wantSessions string // the session's value after the request
+	}{
+		{"session ours", nil, "7s"},
+		{"transaction pooler", []Option{WithTransactionPooler()}, "0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			pool := pgtest.PoolWithMax(t, e.url, 1) // one connection: its session is the one the request used
+			s := NewStore(pool, c.opts...)
+			p := policy("createThing")
+			p.Lease = 7 * time.Second
+			var inside string
+			r, err := s.Do(context.Background(), p, ptr("k-"+c.name), parts("x"), func(ctx context.Context, tx Tx) (*Response, error) {
+				if err := tx.QueryRow(ctx, "show idle_in_transaction_session_timeout").Scan(&inside); err != nil {
+					return nil, err
+				}
+				return insertOne("x")(ctx, tx)
+			})
+			if err != nil || r.Outcome != OutcomeCompleted {
+				t.Fatalf("%+v, %v", r, err)
+			}
+			var after string
+			if err := pool.QueryRow(context.Background(), "show idle_in_transaction_session_timeout").Scan(&after); err != nil {
+				t.Fatal(err)
+			}
+			if inside != "7s" || after != c.wantSessions {
+				t.Errorf("idle_in_transaction_session_timeout: %q in the transaction, %q on the session after it; want 7s, %s", inside, after, c.wantSessions)
+			}
+		})
 	}
 }

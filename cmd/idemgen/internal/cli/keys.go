@@ -27,12 +27,13 @@ const keysHelp = `usage: idemgen keys show [-database-url URL] [-json] SCOPE KEY
 Looks into the idempotency_keys table and the claims held now, for the people who
 answer "was my request executed?".
 
-keys show prints one key's row: its status (completed, or processing for a claim left
-by idemgen v1), operation, fingerprint, times (created, completed, expires), the
-recorded answer's status, headers and body size (not the body), and whether a request
-holds the key now, with the claim's lock value (idem.LockID(scope, key): the lock_id that
-keys held lists while a request holds the key). SCOPE is the scope your service's scope function returns ("" when it
-has none). Exit status 1 when the key has no row.
+keys show prints one key's row: its status (completed, or processing for a claim left by
+idemgen v1), operation, fingerprint, times (created, completed, expires), the recorded
+answer's status, headers and body size (not the body), and whether a request holds the
+key now, with the claim's lock value (idem.LockID(scope, key): the lock_id that keys
+held lists while a request holds the key). SCOPE is the scope your service's scope
+function returns ("" when it has none); KEY is the key as stored: an sf-string key
+unquoted, a uuid key in lowercase. Exit status 1 when the key has no row.
 
 keys held lists the claims held now (requests inside their transaction, on every
 replica), oldest first: the holder's backend pid (pg_terminate_backend(pid) ends it and
