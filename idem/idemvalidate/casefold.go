@@ -185,7 +185,13 @@ func sortedKeys(m map[string]any) []string {
 	return keys
 }
 
+// pointerEscaper escapes a member name for a JSON pointer (RFC 6901).
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+
 // escapePointer escapes a member name for a JSON pointer (RFC 6901).
 func escapePointer(s string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+	if !strings.ContainsAny(s, "~/") {
+		return s
+	}
+	return pointerEscaper.Replace(s)
 }
