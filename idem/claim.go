@@ -133,9 +133,6 @@ func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 		c.rollback(ctx)
 		return 0, nil, fmt.Errorf("idem: claim: %w", err)
 	}
-	if c.p.Isolation == "" {
-		setDefaultIsolation(conn, r.Isolation)
-	}
 	c.snapshot = r.Isolation == "repeatable read" || r.Isolation == "serializable"
 	found := read != nil && read.found
 	switch {

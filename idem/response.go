@@ -80,12 +80,16 @@ func (r *Response) WriteTo(w http.ResponseWriter) error {
 func (r *Response) StoredHeader() []HeaderLine {
 	var out []HeaderLine
 	for _, l := range r.Header {
-		if http.CanonicalHeaderKey(l.Name) != "Set-Cookie" {
+		if l.stored() {
 			out = append(out, l)
 		}
 	}
 	return out
 }
+
+// stored reports whether the line is stored with a completed key and replayed (see
+// [Response.StoredHeader]).
+func (l HeaderLine) stored() bool { return http.CanonicalHeaderKey(l.Name) != "Set-Cookie" }
 
 // encodeStoredHeader is the response_headers column of r: its stored header lines
 // ([Response.StoredHeader]) as a JSON array of ["Name","value"] pairs, encoded as
@@ -98,7 +102,7 @@ func encodeStoredHeader(r *Response) ([]byte, error) {
 	out := make([]byte, 0, size)
 	out = append(out, '[')
 	for _, l := range r.Header {
-		if http.CanonicalHeaderKey(l.Name) == "Set-Cookie" {
+		if !l.stored() {
 			continue
 		}
 		if len(out) > 1 {

@@ -81,9 +81,9 @@ func (s *Store) localOwner(id int64) *owner {
 	return o
 }
 
-// committedRow is the row o's holders committed for (scope, key), if any; read once done
-// is closed.
-func (o *owner) committedRow(scope, key string) *keyRow {
+// rowFor is the row o's holders committed for (scope, key), if any; read once done is
+// closed.
+func (o *owner) rowFor(scope, key string) *keyRow {
 	for i := range o.committed {
 		if k := &o.committed[i]; k.scope == scope && k.key == key {
 			return &k.row
@@ -112,7 +112,7 @@ func (s *call) await(ctx context.Context, until time.Time) (ended bool, row *key
 	if o := s.s.localOwner(s.lockID); o != nil {
 		select {
 		case <-o.done:
-			return true, o.committedRow(s.scope, s.key)
+			return true, o.rowFor(s.scope, s.key)
 		case <-timer.C:
 			return false, nil
 		case <-ctx.Done():
