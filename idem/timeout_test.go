@@ -53,6 +53,11 @@ func TestTimeoutCancelsBusiness(t *testing.T) {
 	if e.rows("") != 0 || e.keyRows() != 0 || e.count(OutcomeFailed) != 1 {
 		t.Fatalf("after the timeout: %d rows, %d keys, failed %d; want 0, 0, 1", e.rows(""), e.keyRows(), e.count(OutcomeFailed))
 	}
+	// When the cancelled statement did not answer its cancel request in time, pgx closed
+	// the connection, and the server rolls the transaction back (freeing the key) once its
+	// backend notices: a moment later, not before Do returned. The retry comes after that.
+	e.waitFor(`count(*) = 0 FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND granted
+		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`)
 	if r := e.do(p, "k", "x", insertOne("x")); r.Outcome != OutcomeCompleted {
 		t.Fatalf("retry: %s, want completed", r.Outcome)
 	}
