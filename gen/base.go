@@ -94,17 +94,6 @@ func generateBase(doc *openapi3.T, m *model, opts Options, internalize bool) (b 
 	return b, nil
 }
 
-// initCodegen sets oapi-codegen's package state (options, type mapping, name normaliser,
-// OpenAPI version) for cfg by generating an empty document of doc's version, so that its
-// exported type functions name types as the real run will (see resolveNames).
-func initCodegen(cfg codegen.Configuration, doc *openapi3.T) error {
-	empty := &openapi3.T{OpenAPI: doc.OpenAPI, Info: &openapi3.Info{Title: "init", Version: "0"}, Paths: openapi3.NewPaths()}
-	if _, err := codegen.Generate(empty, cfg); err != nil {
-		return fmt.Errorf("oapi-codegen: %w", err)
-	}
-	return nil
-}
-
 // formatBase checks that the base declares every name once, drops the imports
 // oapi-codegen lists but does not use, and formats it with idemgen's header above it:
 // one parse, one print. It takes b.code, the largest text of the run, and leaves b
