@@ -112,8 +112,6 @@ func (c *call) complete(bg context.Context, resp *Response, over bool) (*Respons
 	if body == nil {
 		body = []byte{}
 	}
-	fctx, cancel := s.flightContext(bg)
-	defer cancel()
 	f := newFlight(c.conn.Conn(), s.wire)
 	st := pgtype.Int4{Int32: int32(resp.Status), Valid: true}
 	retention := p.retention().Microseconds()
@@ -131,7 +129,11 @@ func (c *call) complete(bg context.Context, resp *Response, over bool) (*Respons
 		}.Statement())
 	}
 	commit := f.exec("commit")
-	err = f.run(fctx)
+	// bg cannot be cancelled: pgx does not watch it, and the flight's deadline is the
+	// socket's (flightDeadline).
+	d := s.boundFlights(c.conn.Conn())
+	err = d.err(f.run(bg))
+	d.end()
 	var pgErr *pgconn.PgError
 	switch {
 	case lostToAnotherWriter(done.err):
@@ -175,9 +177,7 @@ func lostToAnotherWriter(err error) bool {
 // answerWinner answers from the row of the writer that completed the key before us (our
 // business writes were rolled back).
 func (c *call) answerWinner(bg context.Context) (*Response, error) {
-	fctx, cancel := c.s.flightContext(bg)
-	defer cancel()
-	r, err := idemdb.New(c.conn).GetKey(fctx, idemdb.GetKeyParams{Scope: c.scope, Key: c.key})
+	r, err := c.getKey(bg)
 	if errors.Is(err, pgx.ErrNoRows) {
 		// Completed and purged or rolled back since: run the request again.
 		return nil, errRetry{errors.New("idem: the key's winning row is gone")}
@@ -206,10 +206,12 @@ func (c *call) rollback(ctx context.Context) {
 	if c.conn == nil || c.conn.Conn().PgConn().TxStatus() == 'I' {
 		return
 	}
-	fctx, cancel := c.s.flightContext(context.WithoutCancel(ctx))
-	defer cancel()
-	if _, err := c.conn.Exec(fctx, "rollback"); err != nil {
-		_ = c.conn.Conn().PgConn().Close(fctx)
+	conn := c.conn.Conn()
+	d := c.s.boundFlights(conn)
+	defer d.end()
+	bg := context.WithoutCancel(ctx)
+	if _, err := conn.Exec(bg, "rollback"); err != nil {
+		_ = conn.PgConn().Close(bg) // within the same deadline
 	}
 }
 

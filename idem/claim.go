@@ -74,9 +74,11 @@ func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 	if err := c.connect(ctx); err != nil {
 		return 0, nil, err
 	}
-	fctx, cancel := c.s.flightContext(ctx)
-	defer cancel()
 	conn := c.conn.Conn()
+	// The flight runs under the request's context (a client gone cancels it) and the
+	// flight timeout, a socket deadline (flightDeadline).
+	d := c.s.boundFlights(conn)
+	defer d.end()
 	f := newFlight(conn, c.s.wire)
 	idle := c.p.idleBound()
 	session := c.s.wire.prepare && !c.s.pooler // the session is ours: set the bound on it once
@@ -102,8 +104,8 @@ func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 		// predicate lock on the primary key's page would fail the completions of the
 		// other keys on that page with 40001.
 		var level string
-		if err := conn.QueryRow(fctx, "show default_transaction_isolation").Scan(&level); err != nil {
-			return 0, nil, fmt.Errorf("idem: claim: read the default isolation: %w", err)
+		if err := conn.QueryRow(ctx, "show default_transaction_isolation").Scan(&level); err != nil {
+			return 0, nil, fmt.Errorf("idem: claim: read the default isolation: %w", d.err(err))
 		}
 		setDefaultIsolation(conn, level)
 	}
@@ -122,9 +124,8 @@ func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 			&k.Operation, &k.Fingerprint, &k.Status, &k.ResponseStatus, &k.ResponseHeaders,
 			&k.ResponseBody, &k.Takeable, &k.LeaseRemainingSeconds)
 	}
-	err := f.run(fctx)
-	if err != nil {
-		return 0, nil, fmt.Errorf("idem: claim: %w", err)
+	if err := f.run(ctx); err != nil {
+		return 0, nil, fmt.Errorf("idem: claim: %w", d.err(err))
 	}
 	if session {
 		setSessionIdle(conn, idle)
@@ -181,9 +182,7 @@ func committedRow(r idemdb.GetKeyRow) keyRow {
 // SERIALIZABLE: from the key's row when it is one that answers (a completed key being
 // replayed by the holder), else busy.
 func (c *call) answerIfCompleted(ctx context.Context) (claimState, *Response, error) {
-	fctx, cancel := c.s.flightContext(ctx)
-	defer cancel()
-	r, err := idemdb.New(c.conn).GetKey(fctx, idemdb.GetKeyParams{Scope: c.scope, Key: c.key})
+	r, err := c.getKey(ctx)
 	c.rollback(ctx)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows) || err == nil && r.Takeable:
@@ -204,9 +203,7 @@ func (c *call) claimSerializable(ctx context.Context) (claimState, *Response, er
 			return 0, nil, err
 		}
 		// A row not ours to take: read it.
-		fctx, cancel := c.s.flightContext(ctx)
-		defer cancel()
-		r, err := idemdb.New(c.conn).GetKey(fctx, idemdb.GetKeyParams{Scope: c.scope, Key: c.key})
+		r, err := c.getKey(ctx)
 		c.rollback(ctx)
 		if err != nil {
 			return 0, nil, fmt.Errorf("idem: read the key's row: %w", err)
@@ -215,6 +212,15 @@ func (c *call) claimSerializable(ctx context.Context) (claimState, *Response, er
 	}
 	c.rowClaimed = true
 	return claimFresh, nil, nil
+}
+
+// getKey reads the key's row (GetKey) in the call's transaction, within a flight's
+// deadline.
+func (c *call) getKey(ctx context.Context) (idemdb.GetKeyRow, error) {
+	d := c.s.boundFlights(c.conn.Conn())
+	defer d.end()
+	r, err := idemdb.New(c.conn).GetKey(ctx, idemdb.GetKeyParams{Scope: c.scope, Key: c.key})
+	return r, d.err(err)
 }
 
 // beginSQL is BEGIN at the policy's isolation level.
@@ -230,12 +236,13 @@ func (c *call) beginSQL() string {
 // taken before the lock was granted, and this write surfaces a row committed in between
 // (40001, or no row written). retry: roll back and run the request again.
 func (c *call) claimRow(ctx context.Context) (retry bool, err error) {
-	fctx, cancel := c.s.flightContext(ctx)
-	defer cancel()
-	n, err := idemdb.New(c.conn).ClaimKeyRow(fctx, idemdb.ClaimKeyRowParams{
+	d := c.s.boundFlights(c.conn.Conn())
+	n, err := idemdb.New(c.conn).ClaimKeyRow(ctx, idemdb.ClaimKeyRowParams{
 		Scope: c.scope, Key: c.key, Operation: c.p.Operation, Fingerprint: c.fp,
 		RetentionUs: c.p.retention().Microseconds(),
 	})
+	d.end()
+	err = d.err(err)
 	switch {
 	case retryable(err):
 		return true, err

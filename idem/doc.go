@@ -102,6 +102,15 @@
 // 40001/40P01 aside. The completion runs under a context the client's going away cannot
 // cancel: the business ran, it must be recorded or rolled back, not left in between.
 //
+// A flight's deadline is its connection's socket deadline (net.Conn.SetDeadline), set when
+// the flight starts and lifted when it ends, so that it never reaches the business's
+// statements: past it a read or write fails and pgx closes the connection, as pgx's own
+// context watcher does when a context expires (it sets the same socket deadline). The
+// error wraps context.DeadlineExceeded, and pgconn.Timeout reports it. It costs no timer
+// context per flight and, for the completion (whose context cannot be cancelled), no pgx
+// context watch; the claim's flight still runs under the request's context, so a client
+// gone cancels it. The pool acquire's deadline is a context's (pgxpool waits on one).
+//
 // # REPEATABLE READ and SERIALIZABLE
 //
 // The transaction's snapshot is taken by its first statement, the claim, before the lock

@@ -156,8 +156,10 @@ func WithAcquireTimeout(d time.Duration) Option {
 // completion's flight with COMMIT, a rollback, a read after a lost completion), whatever
 // the request's context. A flight past it closes its connection: the database rolls the
 // transaction back, and a completion flight so cut is answered as an unknown commit
-// outcome ([ErrCommitUnknown]). Default [DefaultFlightTimeout]; it panics when d is not
-// positive.
+// outcome ([ErrCommitUnknown]). The deadline is the connection's socket deadline, set for
+// the flight only (see Deadlines in the package documentation); the error of a flight past
+// it wraps context.DeadlineExceeded. Default [DefaultFlightTimeout]; it panics when d is
+// not positive.
 func WithFlightTimeout(d time.Duration) Option {
 	mustBePositive("WithFlightTimeout", d)
 	return func(s *Store) { s.flightTimeout = d }
@@ -183,7 +185,9 @@ func WithStaleAfter(d time.Duration) Option {
 // its lease. (In pgx's exec and simple_protocol modes the bound is always SET LOCAL.)
 func WithTransactionPooler() Option { return func(s *Store) { s.pooler = true } }
 
-// flightContext bounds one of the protocol's flights by the store's flight timeout.
+// flightContext bounds a flight by the store's flight timeout with a context: a request
+// without a key, whose transaction is pgx's (the business connection's flights use
+// boundFlights).
 func (s *Store) flightContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, s.flightTimeout)
 }
