@@ -34,15 +34,44 @@ type errRetry struct{ err error }
 func (e errRetry) Error() string { return e.err.Error() }
 func (e errRetry) Unwrap() error { return e.err }
 
+// The error tests below declare errors.As's target only for a non-nil error: the target
+// escapes to the heap, and declared first it would be allocated on every call, on the
+// success path too.
+
+// isRetry reports an errRetry.
+func isRetry(err error) bool {
+	_, ok := asRetry(err)
+	return ok
+}
+
+// asRetry returns the errRetry err is or wraps.
+func asRetry(err error) (errRetry, bool) {
+	if err == nil {
+		return errRetry{}, false
+	}
+	var retry errRetry
+	ok := errors.As(err, &retry)
+	return retry, ok
+}
+
+// pgError returns the server's error err is or wraps, or nil.
+func pgError(err error) *pgconn.PgError {
+	if err == nil {
+		return nil
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr
+	}
+	return nil
+}
+
 // execute runs the business function in the transaction the claim opened (state
 // claimFresh or claimTakeover), then completes the key and commits in one flight. A
 // returned errRetry: rolled back after a serialization failure or deadlock, to be run again.
 func (c *call) execute(ctx context.Context, state claimState, fn Func) (resp *Response, err error) {
 	ctx, endSpan := c.s.trace(ctx, SpanBusiness, c.p.Operation)
-	defer func() {
-		var retry errRetry
-		endSpan(finished(resp, errors.As(err, &retry), err))
-	}()
+	defer func() { endSpan(finished(resp, isRetry(err), err)) }()
 	s, p := c.s, c.p
 	bg := context.WithoutCancel(ctx)
 	over := state == claimTakeover
@@ -76,7 +105,8 @@ func (c *call) execute(ctx context.Context, state claimState, fn Func) (resp *Re
 		}
 	}()
 	bctx, cancel := withTimeout(context.WithValue(ctx, ctxKey{}, KeyInfo{Scope: c.scope, Key: c.key}), p.Timeout)
-	resp, err = fn(bctx, txOnly{c.conn.Conn()})
+	c.tx = txOnly{c.conn.Conn()}
+	resp, err = fn(bctx, &c.tx) // a pointer: no Tx interface value to allocate
 	cancel()
 	if err == nil && resp == nil {
 		err = errNoResponse
@@ -93,8 +123,7 @@ func (c *call) execute(ctx context.Context, state claimState, fn Func) (resp *Re
 	// The business ran: finish under a context the client's going away cannot cancel.
 	cctx, endComplete := s.trace(bg, SpanComplete, p.Operation)
 	resp, err = c.complete(cctx, resp, over)
-	var retry errRetry
-	endComplete(finished(resp, errors.As(err, &retry), err))
+	endComplete(finished(resp, isRetry(err), err))
 	return resp, err
 }
 
@@ -134,15 +163,14 @@ func (c *call) complete(bg context.Context, resp *Response, over bool) (*Respons
 	d := s.boundFlights(c.conn.Conn())
 	err = d.err(f.run(bg))
 	d.end()
-	var pgErr *pgconn.PgError
 	switch {
 	case lostToAnotherWriter(done.err):
 		c.rollback(bg)
 		return c.answerWinner(bg)
-	case errors.As(done.err, &pgErr):
+	case pgError(done.err) != nil:
 		// The server refused the completion, so it skipped the COMMIT.
 		return c.fail(bg, fmt.Errorf("idem: complete: %w", done.err))
-	case errors.As(commit.err, &pgErr):
+	case pgError(commit.err) != nil:
 		return c.fail(bg, fmt.Errorf("idem: commit: %w", commit.err))
 	case err != nil && pgconn.SafeToRetry(err):
 		// Nothing of the flight reached the server: the connection is closed, and with it
@@ -166,8 +194,8 @@ func (c *call) complete(bg context.Context, resp *Response, over bool) (*Respons
 // lostToAnotherWriter reports the completion's errors that mean another writer completed
 // the key first: CompleteKey's unique violation, CompleteKeyOver's refusal.
 func lostToAnotherWriter(err error) bool {
-	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
+	pgErr := pgError(err)
+	if pgErr == nil {
 		return false
 	}
 	return pgErr.Code == "23505" && pgErr.ConstraintName == "idempotency_keys_pkey" ||
@@ -218,6 +246,6 @@ func (c *call) rollback(ctx context.Context) {
 // retryable reports a serialization failure (40001) or deadlock (40P01): the transaction
 // was rolled back and may simply run again.
 func retryable(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+	pgErr := pgError(err)
+	return pgErr != nil && (pgErr.Code == "40001" || pgErr.Code == "40P01")
 }

@@ -28,6 +28,9 @@ type call struct {
 	// conn is the business connection, held from the claim's flight to the end of the
 	// transaction.
 	conn *pgxpool.Conn
+	// tx is what the business function gets: the transaction's query methods on conn (a
+	// field, so that handing it over as a Tx allocates nothing).
+	tx txOnly
 	// committed is the key's row this call committed, kept for the duplicates waiting for
 	// it in this process (policies with Wait only; see ownerMap).
 	committed *keyRow
@@ -112,9 +115,9 @@ func (c *call) run(ctx context.Context, fn Func) (*Response, error) {
 	for attempt := 0; ; {
 		resp, err := c.once(ctx, fn)
 		c.dropConn()
-		var retry errRetry
+		retry, retrying := asRetry(err)
 		switch {
-		case errors.As(err, &retry):
+		case retrying:
 			if attempt >= c.s.maxRetries {
 				c.s.observe(c.p.Operation, OutcomeFailed)
 				return nil, retry.err

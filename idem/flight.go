@@ -174,8 +174,7 @@ func (f *flight) read(pl *pgconn.Pipeline) error {
 			continue
 		}
 		res, err := pl.GetResults()
-		var pgErr *pgconn.PgError
-		if s.sync && errors.As(err, &pgErr) {
+		if s.sync && pgError(err) != nil {
 			for _, g := range f.queued[group:i] {
 				if g.err == nil {
 					g.err = err
@@ -183,11 +182,12 @@ func (f *flight) read(pl *pgconn.Pipeline) error {
 			}
 			res, err = pl.GetResults() // the sync's own answer follows
 		}
-		if err == nil || errors.As(err, &pgErr) {
+		serverErr := pgError(err) != nil // the server answered with an error
+		if err == nil || serverErr {
 			s.done = true
 		}
 		switch {
-		case errors.As(err, &pgErr) && !s.sync:
+		case serverErr && !s.sync:
 			s.err, failed = err, true
 		case err != nil:
 			return err
@@ -203,7 +203,7 @@ func (f *flight) read(pl *pgconn.Pipeline) error {
 			}
 			s.scan(f.conn, rr)
 			if s.err != nil {
-				if !errors.As(s.err, &pgErr) {
+				if pgError(s.err) == nil {
 					return s.err
 				}
 				failed = true
