@@ -142,6 +142,7 @@ func (c *call) complete(bg context.Context, resp *Response, over bool) (*Respons
 		body = []byte{}
 	}
 	f := newFlight(c.conn.Conn(), s.wire)
+	defer f.release()
 	st := pgtype.Int4{Int32: int32(resp.Status), Valid: true}
 	retention := p.retention().Microseconds()
 	var done *step

@@ -80,6 +80,7 @@ func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 	d := c.s.boundFlights(conn)
 	defer d.end()
 	f := newFlight(conn, c.s.wire)
+	defer f.release()
 	idle := c.p.idleBound()
 	session := c.s.wire.prepare && !c.s.pooler // the session is ours: set the bound on it once
 	if session && sessionIdle(conn) != idle {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -24,11 +25,27 @@ import (
 // pooling) they go as unnamed statements with text parameters, as pgx's exec mode sends
 // them. A connection tracer that implements pgx.BatchTracer (OpenTelemetry's, for one)
 // sees each flight as a batch.
+//
+// Flights are pooled (newFlight, release): a request's flights reuse the steps, the
+// argument encoder and the result formats of earlier ones instead of allocating them per
+// statement. A step is valid until its flight is released.
 type flight struct {
 	conn   *pgx.Conn
 	wire   wire
 	queued []*step
+	inline [inlineSteps]step // the first steps' storage
+	// eqb encodes each statement's arguments in turn (the frontend copies them into its
+	// send buffer at once); formats holds every statement's result formats, which the
+	// pipeline keeps until it reads that statement's result.
+	eqb     pgx.ExtendedQueryBuilder
+	formats []int16
 }
+
+// inlineSteps is the number of steps a flight holds without allocating: the claim's
+// flight has at most 7.
+const inlineSteps = 8
+
+var flights = sync.Pool{New: func() any { return new(flight) }}
 
 // wire is how flights talk to the connections of a pool, read once from its config.
 type wire struct {
@@ -61,12 +78,43 @@ type step struct {
 // group failed.
 var errSkipped = errors.New("idem: skipped after an earlier error in its flight")
 
-func newFlight(conn *pgx.Conn, w wire) *flight { return &flight{conn: conn, wire: w} }
+// newFlight returns an empty flight on conn, to be released when its steps have been read.
+func newFlight(conn *pgx.Conn, w wire) *flight {
+	f := flights.Get().(*flight)
+	f.conn, f.wire = conn, w
+	return f
+}
+
+// release returns f to the pool. Its steps are cleared first (they hold the request's
+// arguments and scan targets), and so are the encoder's argument values (which may point
+// to a response body).
+func (f *flight) release() {
+	f.inline = [inlineSteps]step{}
+	clear(f.queued)
+	f.queued = f.queued[:0]
+	clear(f.eqb.ParamValues[:cap(f.eqb.ParamValues)])
+	_ = f.eqb.Build(nil, nil, nil) // resets the encoder, and drops its buffers past pgx's caps
+	f.formats = f.formats[:0]
+	f.conn = nil
+	flights.Put(f)
+}
+
+// newStep queues a step, in the inline storage while it lasts.
+func (f *flight) newStep() *step {
+	var s *step
+	if n := len(f.queued); n < inlineSteps {
+		s = &f.inline[n]
+	} else {
+		s = new(step)
+	}
+	f.queued = append(f.queued, s)
+	return s
+}
 
 // query queues st; the first row it returns, if any, is scanned into dest.
 func (f *flight) query(st idemdb.Statement, dest ...any) *step {
-	s := &step{sql: st.SQL, args: st.Args, dest: dest}
-	f.queued = append(f.queued, s)
+	s := f.newStep()
+	s.sql, s.args, s.dest = st.SQL, st.Args, dest
 	return s
 }
 
@@ -74,7 +122,7 @@ func (f *flight) query(st idemdb.Statement, dest ...any) *step {
 func (f *flight) exec(sql string) *step { return f.query(idemdb.Statement{SQL: sql}) }
 
 // sync queues a sync point: the end of an implicit transaction (or of an error's reach).
-func (f *flight) sync() { f.queued = append(f.queued, &step{sync: true}) }
+func (f *flight) sync() { f.newStep().sync = true }
 
 // run sends the flight and reads every result. The error is a transport or protocol
 // failure (the connection is then closed); it is also the error of every step the server
@@ -127,18 +175,21 @@ func (f *flight) send(ctx context.Context) error {
 			pl.SendPipelineSync()
 			continue
 		}
-		// A builder per statement: the pipeline keeps the result formats it is given
-		// until their results are read, and a shared builder reuses them for the next
-		// statement (LockKey's booleans were read as GetKey's text).
-		var eqb pgx.ExtendedQueryBuilder
+		eqb := &f.eqb
 		if err := eqb.Build(f.conn.TypeMap(), s.sd, s.args); err != nil {
 			pl.Close()
 			return fmt.Errorf("idem: encode arguments: %w", err)
 		}
+		// The result formats in a region of their own: the pipeline keeps them until it
+		// reads the statement's result, and the builder's are the next statement's (with
+		// one shared slice, LockKey's booleans were read as GetKey's text).
+		start := len(f.formats)
+		f.formats = append(f.formats, eqb.ResultFormats...)
+		formats := f.formats[start:len(f.formats):len(f.formats)]
 		if s.sd != nil {
-			pl.SendQueryStatement(s.sd, eqb.ParamValues, eqb.ParamFormats, eqb.ResultFormats)
+			pl.SendQueryStatement(s.sd, eqb.ParamValues, eqb.ParamFormats, formats)
 		} else {
-			pl.SendQueryParams(s.sql, eqb.ParamValues, nil, eqb.ParamFormats, eqb.ResultFormats)
+			pl.SendQueryParams(s.sql, eqb.ParamValues, nil, eqb.ParamFormats, formats)
 		}
 	}
 	if err := pl.Flush(); err != nil {

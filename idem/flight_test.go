@@ -41,6 +41,7 @@ func TestFlightStatementsKeepTheirResultFormats(t *testing.T) {
 				bytes []byte
 			)
 			f := newFlight(conn.Conn(), wireOf(pool))
+			defer f.release()
 			first := f.query(idemdb.Statement{SQL: "select $1::int > 0, $2::bigint", Args: []any{int32(1), int64(7)}}, &b, &n)
 			second := f.query(idemdb.Statement{SQL: "select $1::text, $2::bytea", Args: []any{"t", []byte{1, 2}}}, &s, &bytes)
 			if err := f.run(context.Background()); err != nil {

@@ -148,6 +148,7 @@ func (c *call) awaitInDatabase(ctx context.Context, left time.Duration) bool {
 	fctx, cancel := context.WithTimeout(ctx, left+c.s.flightTimeout)
 	defer cancel()
 	f := newFlight(c.conn.Conn(), c.s.wire)
+	defer f.release()
 	f.exec("begin isolation level read committed")
 	f.exec("set local lock_timeout = " + strconv.FormatInt(max(1, left.Milliseconds()), 10))
 	hi, lo := lockHalves(c.lockID)
