@@ -111,8 +111,8 @@ func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 		setDefaultIsolation(conn, level)
 	}
 	serial := c.p.Isolation == pgx.Serializable || c.p.Isolation == "" && defaultIsolation(conn) == "serializable"
-	var r idemdb.LockKeyRow
-	var k idemdb.GetKeyRow
+	r, k := &c.lockRow, &c.keyRow // the call's: their fields are scan targets
+	*r, *k = idemdb.LockKeyRow{}, idemdb.GetKeyRow{}
 	var lock, read *step
 	if serial {
 		lock = f.query(idemdb.LockKeyOnlyParams{LockHi: hi, LockLo: lo}.Statement(), &r.Locked, &r.Isolation)
@@ -157,7 +157,7 @@ func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 		return claimTakeover, nil, nil
 	}
 	c.rollback(ctx)
-	return claimAnswered, c.answer(committedRow(k)), nil
+	return claimAnswered, c.answer(committedRow(*k)), nil
 }
 
 // firstErr is the first error of the steps that were queued (nil ones are skipped).

@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/idem/internal/idemdb"
 )
 
 // call is one request's run through the protocol.
@@ -28,6 +30,10 @@ type call struct {
 	// conn is the business connection, held from the claim's flight to the end of the
 	// transaction.
 	conn *pgxpool.Conn
+	// lockRow and keyRow are the claim's scan targets (fields, not variables: those
+	// would be allocated per claim).
+	lockRow idemdb.LockKeyRow
+	keyRow  idemdb.GetKeyRow
 	// tx is what the business function gets: the transaction's query methods on conn (a
 	// field, so that handing it over as a Tx allocates nothing).
 	tx txOnly

@@ -45,6 +45,9 @@ type flight struct {
 // flight has at most 7.
 const inlineSteps = 8
 
+// maxDest is the number of scan targets a step holds without allocating (GetKey has 8).
+const maxDest = 8
+
 var flights = sync.Pool{New: func() any { return new(flight) }}
 
 // wire is how flights talk to the connections of a pool, read once from its config.
@@ -65,6 +68,8 @@ type step struct {
 	sql  string
 	args []any
 	dest []any                        // scan targets of the first row, if any
+	// destBuf holds dest (a copy of query's: the caller's slice does not escape).
+	destBuf [maxDest]any
 	sd   *pgconn.StatementDescription // the prepared statement, if prepared
 
 	tag   pgconn.CommandTag
@@ -114,7 +119,12 @@ func (f *flight) newStep() *step {
 // query queues st; the first row it returns, if any, is scanned into dest.
 func (f *flight) query(st idemdb.Statement, dest ...any) *step {
 	s := f.newStep()
-	s.sql, s.args, s.dest = st.SQL, st.Args, dest
+	s.sql, s.args = st.SQL, st.Args
+	if len(dest) <= maxDest {
+		s.dest = append(s.destBuf[:0], dest...)
+	} else {
+		s.dest = append([]any(nil), dest...)
+	}
 	return s
 }
 
