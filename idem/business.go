@@ -161,8 +161,8 @@ func (c *call) complete(bg context.Context, resp *Response, over bool) (*Respons
 	commit := f.exec("commit")
 	// bg cannot be cancelled: pgx does not watch it, and the flight's deadline is the
 	// socket's (flightDeadline).
-	d := s.boundFlights(c.conn.Conn())
-	err = d.err(f.run(bg))
+	fctx, d := s.boundFlights(bg, c.conn.Conn())
+	err = d.err(f.run(fctx))
 	d.end()
 	switch {
 	case lostToAnotherWriter(done.err):
@@ -236,11 +236,10 @@ func (c *call) rollback(ctx context.Context) {
 		return
 	}
 	conn := c.conn.Conn()
-	d := c.s.boundFlights(conn)
+	fctx, d := c.s.boundFlights(context.WithoutCancel(ctx), conn)
 	defer d.end()
-	bg := context.WithoutCancel(ctx)
-	if _, err := conn.Exec(bg, "rollback"); err != nil {
-		_ = conn.PgConn().Close(bg) // within the same deadline
+	if _, err := conn.Exec(fctx, "rollback"); err != nil {
+		_ = conn.PgConn().Close(fctx) // within the same deadline
 	}
 }
 

@@ -77,7 +77,7 @@ func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 	conn := c.conn.Conn()
 	// The flight runs under the request's context (a client gone cancels it) and the
 	// flight timeout, a socket deadline (flightDeadline).
-	d := c.s.boundFlights(conn)
+	fctx, d := c.s.boundFlights(ctx, conn)
 	defer d.end()
 	f := newFlight(conn, c.s.wire)
 	defer f.release()
@@ -105,7 +105,7 @@ func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 		// predicate lock on the primary key's page would fail the completions of the
 		// other keys on that page with 40001.
 		var level string
-		if err := conn.QueryRow(ctx, "show default_transaction_isolation").Scan(&level); err != nil {
+		if err := conn.QueryRow(fctx, "show default_transaction_isolation").Scan(&level); err != nil {
 			return 0, nil, fmt.Errorf("idem: claim: read the default isolation: %w", d.err(err))
 		}
 		setDefaultIsolation(conn, level)
@@ -125,7 +125,7 @@ func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 			&k.Operation, &k.Fingerprint, &k.Status, &k.ResponseStatus, &k.ResponseHeaders,
 			&k.ResponseBody, &k.Takeable, &k.LeaseRemainingSeconds)
 	}
-	if err := f.run(ctx); err != nil {
+	if err := f.run(fctx); err != nil {
 		return 0, nil, fmt.Errorf("idem: claim: %w", d.err(err))
 	}
 	if session {
@@ -218,9 +218,9 @@ func (c *call) claimSerializable(ctx context.Context) (claimState, *Response, er
 // getKey reads the key's row (GetKey) in the call's transaction, within a flight's
 // deadline.
 func (c *call) getKey(ctx context.Context) (idemdb.GetKeyRow, error) {
-	d := c.s.boundFlights(c.conn.Conn())
+	fctx, d := c.s.boundFlights(ctx, c.conn.Conn())
 	defer d.end()
-	r, err := idemdb.New(c.conn).GetKey(ctx, idemdb.GetKeyParams{Scope: c.scope, Key: c.key})
+	r, err := idemdb.New(c.conn).GetKey(fctx, idemdb.GetKeyParams{Scope: c.scope, Key: c.key})
 	return r, d.err(err)
 }
 
@@ -237,8 +237,8 @@ func (c *call) beginSQL() string {
 // taken before the lock was granted, and this write surfaces a row committed in between
 // (40001, or no row written). retry: roll back and run the request again.
 func (c *call) claimRow(ctx context.Context) (retry bool, err error) {
-	d := c.s.boundFlights(c.conn.Conn())
-	n, err := idemdb.New(c.conn).ClaimKeyRow(ctx, idemdb.ClaimKeyRowParams{
+	fctx, d := c.s.boundFlights(ctx, c.conn.Conn())
+	n, err := idemdb.New(c.conn).ClaimKeyRow(fctx, idemdb.ClaimKeyRowParams{
 		Scope: c.scope, Key: c.key, Operation: c.p.Operation, Fingerprint: c.fp,
 		RetentionUs: c.p.retention().Microseconds(),
 	})

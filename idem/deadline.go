@@ -24,20 +24,34 @@ import (
 // The deadline is lifted when the flight is over (end), so that it never reaches the
 // business's statements or the connection's next user, except on a connection pgx has
 // closed: pgx bounds its closing with a deadline of its own, which lifting would undo.
+//
+// A connection whose net.Conn refuses deadlines (a tunnel's, say: SetDeadline fails) gets
+// the deadline as a context instead, as before, which pgx's context watcher handles as
+// configured (pgconn.CancelRequestContextWatcherHandler sends the server a cancel
+// request).
 type flightDeadline struct {
-	conn *pgx.Conn
-	at   time.Time
+	conn   *pgx.Conn
+	at     time.Time
+	cancel context.CancelFunc // the context's, when the socket refused the deadline
 }
 
-// boundFlights sets conn's socket deadline to the store's flight timeout from now.
-func (s *Store) boundFlights(conn *pgx.Conn) flightDeadline {
+// boundFlights sets conn's socket deadline to the store's flight timeout from now, and
+// returns the context to run the flights under: ctx, or, when the socket refused the
+// deadline, ctx bounded by it.
+func (s *Store) boundFlights(ctx context.Context, conn *pgx.Conn) (context.Context, flightDeadline) {
 	d := flightDeadline{conn: conn, at: time.Now().Add(s.flightTimeout)}
-	_ = conn.PgConn().Conn().SetDeadline(d.at)
-	return d
+	if err := conn.PgConn().Conn().SetDeadline(d.at); err != nil {
+		ctx, d.cancel = context.WithDeadline(ctx, d.at)
+	}
+	return ctx, d
 }
 
 // end lifts the deadline (see flightDeadline).
 func (d flightDeadline) end() {
+	if d.cancel != nil {
+		d.cancel()
+		return
+	}
 	if pc := d.conn.PgConn(); !pc.IsClosed() {
 		_ = pc.Conn().SetDeadline(time.Time{})
 	}

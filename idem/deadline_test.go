@@ -3,12 +3,15 @@ package idem
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/internal/pgtest"
 )
@@ -180,5 +183,70 @@ func TestFlightDeadlineDoesNotBoundBusiness(t *testing.T) {
 	}
 	if n := e.rows(""); n != 8 {
 		t.Fatalf("%d business rows, want 8", n)
+	}
+}
+
+// noDeadlineConn is a connection that refuses deadlines, as some tunnels' do.
+type noDeadlineConn struct{ net.Conn }
+
+var errNoDeadlines = errors.New("this connection takes no deadlines")
+
+func (noDeadlineConn) SetDeadline(time.Time) error      { return errNoDeadlines }
+func (noDeadlineConn) SetReadDeadline(time.Time) error  { return errNoDeadlines }
+func (noDeadlineConn) SetWriteDeadline(time.Time) error { return errNoDeadlines }
+
+// On connections that refuse socket deadlines, the flight timeout is a context's, as
+// before: with pgx's cancel-request context watcher, a stalled claim flight is cancelled
+// by the server at the flight deadline, and the call ends.
+func TestFlightDeadlineWithoutSocketDeadlines(t *testing.T) {
+	url := pgtest.NewDB(t)
+	e := newEnvOn(t, url)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := new(net.Dialer).DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return noDeadlineConn{c}, nil
+	}
+	cfg.ConnConfig.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, DeadlineDelay: time.Second}
+	}
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	e.store = NewStore(pool, WithFlightTimeout(flightTimeout))
+	p := policy("createThing")
+	if r := e.do(p, "k0", "x", insertOne("x")); r.Outcome != OutcomeCompleted {
+		t.Fatalf("before the stall: %s, want completed", r.Outcome)
+	}
+	release := e.holdLock(t, "LOCK TABLE idempotency_keys IN ACCESS EXCLUSIVE MODE")
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.store.Do(context.Background(), p, ptr("k"), parts("x"), insertOne("x"))
+		done <- err
+	}()
+	bound := time.NewTimer(flightBound)
+	defer bound.Stop()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Do with its claim flight stalled succeeded")
+		}
+	case <-bound.C:
+		release() // lets the flight go on, so that the test ends
+		<-done
+		t.Fatalf("Do with its claim flight stalled ran past %v on a connection without socket deadlines", flightBound)
+	}
+	release()
+	e.noClaimsHeld()
+	if r := e.do(p, "k", "x", insertOne("x")); r.Outcome != OutcomeCompleted {
+		t.Fatalf("retry: %s, want completed", r.Outcome)
 	}
 }

@@ -109,7 +109,10 @@
 // error wraps context.DeadlineExceeded, and pgconn.Timeout reports it. It costs no timer
 // context per flight and, for the completion (whose context cannot be cancelled), no pgx
 // context watch; the claim's flight still runs under the request's context, so a client
-// gone cancels it. The pool acquire's deadline is a context's (pgxpool waits on one).
+// gone cancels it. On a connection whose net.Conn refuses deadlines (SetDeadline fails,
+// as some tunnels' do) the flight's deadline is a context's instead, handled by pgx's
+// context watcher as configured. The pool acquire's deadline is a context's (pgxpool
+// waits on one).
 //
 // # REPEATABLE READ and SERIALIZABLE
 //

@@ -68,9 +68,9 @@ type step struct {
 	sql  string
 	args []any
 	dest []any                        // scan targets of the first row, if any
+	sd   *pgconn.StatementDescription // the prepared statement, if prepared
 	// destBuf holds dest (a copy of query's: the caller's slice does not escape).
 	destBuf [maxDest]any
-	sd   *pgconn.StatementDescription // the prepared statement, if prepared
 
 	tag   pgconn.CommandTag
 	rows  int64 // rows affected (or returned)
