@@ -67,6 +67,33 @@ func (e *env) holdLock(t *testing.T, stmt string, args ...any) (release func()) 
 	return release
 }
 
+// stalledDo runs one request whose flight the test's lock stalls, and fails t unless it
+// ends within flightBound: past it the lock is released (so that the request, and the
+// test, end) and the test fails.
+func (e *env) stalledDo(t *testing.T, p *Policy, key string, release func()) (*Response, error) {
+	t.Helper()
+	type result struct {
+		r   *Response
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r, err := e.store.Do(context.Background(), p, ptr(key), parts("x"), insertOne("x"))
+		done <- result{r, err}
+	}()
+	bound := time.NewTimer(flightBound)
+	defer bound.Stop()
+	select {
+	case res := <-done:
+		return res.r, res.err
+	case <-bound.C:
+		release()
+		res := <-done
+		t.Fatalf("a request with a stalled flight ran past %v (the flight timeout: %v): %+v, %v", flightBound, flightTimeout, res.r, res.err)
+		return nil, nil
+	}
+}
+
 // noClaimsHeld waits until no claim is held in e's database: a connection idem closed
 // after a flight deadline is gone from the server a moment after the call returned.
 func (e *env) noClaimsHeld() {
@@ -81,14 +108,9 @@ func TestClaimFlightDeadline(t *testing.T) {
 	e := newOneConnEnv(t)
 	p := policy("createThing")
 	release := e.holdLock(t, "LOCK TABLE idempotency_keys IN ACCESS EXCLUSIVE MODE")
-	start := time.Now()
-	r, err := e.store.Do(context.Background(), p, ptr("k"), parts("x"), insertOne("x"))
-	took := time.Since(start)
+	r, err := e.stalledDo(t, p, "k", release)
 	if !errors.Is(err, context.DeadlineExceeded) || !pgconn.Timeout(err) || errors.Is(err, ErrCommitUnknown) {
 		t.Fatalf("Do with its claim flight stalled = %+v, %v; want a flight timeout before the commit", r, err)
-	}
-	if took > flightBound {
-		t.Fatalf("Do with its claim flight stalled took %v; want the flight timeout %v (bound %v)", took, flightTimeout, flightBound)
 	}
 	release()
 	e.noClaimsHeld()
@@ -109,14 +131,9 @@ func TestCompletionFlightDeadline(t *testing.T) {
 	p := policy("createThing")
 	release := e.holdLock(t, `INSERT INTO idempotency_keys (scope, key, operation, fingerprint, status, expires_at)
 		VALUES ('', 'k', 'other', '\x00', 'processing', now())`)
-	start := time.Now()
-	r, err := e.store.Do(context.Background(), p, ptr("k"), parts("x"), insertOne("x"))
-	took := time.Since(start)
+	r, err := e.stalledDo(t, p, "k", release)
 	if !errors.Is(err, ErrCommitUnknown) || !errors.Is(err, context.DeadlineExceeded) || !pgconn.Timeout(err) {
 		t.Fatalf("Do with its completion flight stalled = %+v, %v; want an unknown commit outcome at the flight deadline", r, err)
-	}
-	if took > flightBound {
-		t.Fatalf("Do with its completion flight stalled took %v; want the flight timeout %v (bound %v)", took, flightTimeout, flightBound)
 	}
 	// pgx cancels the stalled statement of the connection it closed: the transaction ends
 	// (its claim's lock goes) while the test still holds the row it waited on, so its
@@ -227,22 +244,8 @@ func TestFlightDeadlineWithoutSocketDeadlines(t *testing.T) {
 		t.Fatalf("before the stall: %s, want completed", r.Outcome)
 	}
 	release := e.holdLock(t, "LOCK TABLE idempotency_keys IN ACCESS EXCLUSIVE MODE")
-	done := make(chan error, 1)
-	go func() {
-		_, err := e.store.Do(context.Background(), p, ptr("k"), parts("x"), insertOne("x"))
-		done <- err
-	}()
-	bound := time.NewTimer(flightBound)
-	defer bound.Stop()
-	select {
-	case err := <-done:
-		if err == nil {
-			t.Fatal("Do with its claim flight stalled succeeded")
-		}
-	case <-bound.C:
-		release() // lets the flight go on, so that the test ends
-		<-done
-		t.Fatalf("Do with its claim flight stalled ran past %v on a connection without socket deadlines", flightBound)
+	if r, err := e.stalledDo(t, p, "k", release); err == nil {
+		t.Fatalf("Do with its claim flight stalled = %+v; want an error", r)
 	}
 	release()
 	e.noClaimsHeld()
