@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -140,6 +141,9 @@ func (e *env) slowNextStatement(t *testing.T) {
 func TestFlightDeadlineLeftOnNoConnection(t *testing.T) {
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
 		t.Run(mode.String(), func(t *testing.T) {
+			if mode == pgx.QueryExecModeCacheStatement && strings.Contains(pgtest.URL(t), "default_query_exec_mode=") {
+				t.Skip("behind a transaction pooler (the URL sets default_query_exec_mode): named prepared statements do not survive between transactions")
+			}
 			e := newOneConnEnvMode(t, mode)
 			p := policy("createThing")
 			if r := e.do(p, "k", "x", insertOne("x")); r.Outcome != OutcomeCompleted {
