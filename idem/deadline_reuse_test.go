@@ -274,37 +274,43 @@ func TestStalledFlightsInEveryExecMode(t *testing.T) {
 			if mode == pgx.QueryExecModeCacheStatement && strings.Contains(pgtest.URL(t), "default_query_exec_mode=") {
 				t.Skip("behind a transaction pooler (the URL sets default_query_exec_mode)")
 			}
-			e := newOneConnEnvMode(t, mode)
-			p := policy("createThing")
-			ctx := context.Background()
-
-			release := e.holdLock(t, "LOCK TABLE idempotency_keys IN ACCESS EXCLUSIVE MODE")
-			start := time.Now()
-			_, err := e.store.Do(ctx, p, ptr("k"), parts("x"), insertOne("x"))
-			if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || !pgconn.Timeout(err) ||
-				errors.Is(err, ErrCommitUnknown) || took > flightBound {
-				t.Fatalf("stalled claim flight: %v after %v; want a flight timeout before the commit within %v", err, took, flightBound)
-			}
-			release()
-			e.noClaimsHeld()
-
-			release = e.holdLock(t, `INSERT INTO idempotency_keys (scope, key, operation, fingerprint, status, expires_at)
-				VALUES ('', 'k', 'other', '\x00', 'processing', now())`)
-			start = time.Now()
-			_, err = e.store.Do(ctx, p, ptr("k"), parts("x"), insertOne("x"))
-			if took := time.Since(start); !errors.Is(err, ErrCommitUnknown) || !errors.Is(err, context.DeadlineExceeded) || took > flightBound {
-				t.Fatalf("stalled completion flight: %v after %v; want an unknown commit outcome within %v", err, took, flightBound)
-			}
-			e.noClaimsHeld()
-			release()
-			if n, k := e.rows(""), e.keyRows(); n != 0 || k != 0 {
-				t.Fatalf("after the cut completion: %d business rows, %d keys; want 0, 0", n, k)
-			}
-			if r := e.do(p, "k", "x", insertOne("x")); r.Outcome != OutcomeCompleted {
-				t.Fatalf("retry: %s, want completed", r.Outcome)
-			}
-			e.nextUserOutlivesFlightTimeout(t, "the retry of two cut flights")
-			e.slowNextStatement(t)
+			newOneConnEnvMode(t, mode).stalledFlights(t)
 		})
 	}
+}
+
+// stalledFlights runs TestStalledFlightsInEveryExecMode's calls on e, whose store has the
+// flight timeout flightTimeout and one connection, a deadlineConn.
+func (e *env) stalledFlights(t *testing.T) {
+	t.Helper()
+	p := policy("createThing")
+	ctx := context.Background()
+
+	release := e.holdLock(t, "LOCK TABLE idempotency_keys IN ACCESS EXCLUSIVE MODE")
+	start := time.Now()
+	_, err := e.store.Do(ctx, p, ptr("k"), parts("x"), insertOne("x"))
+	if took := time.Since(start); !errors.Is(err, context.DeadlineExceeded) || !pgconn.Timeout(err) ||
+		errors.Is(err, ErrCommitUnknown) || took > flightBound {
+		t.Fatalf("stalled claim flight: %v after %v; want a flight timeout before the commit within %v", err, took, flightBound)
+	}
+	release()
+	e.noClaimsHeld()
+
+	release = e.holdLock(t, `INSERT INTO idempotency_keys (scope, key, operation, fingerprint, status, expires_at)
+		VALUES ('', 'k', 'other', '\x00', 'processing', now())`)
+	start = time.Now()
+	_, err = e.store.Do(ctx, p, ptr("k"), parts("x"), insertOne("x"))
+	if took := time.Since(start); !errors.Is(err, ErrCommitUnknown) || !errors.Is(err, context.DeadlineExceeded) || took > flightBound {
+		t.Fatalf("stalled completion flight: %v after %v; want an unknown commit outcome within %v", err, took, flightBound)
+	}
+	e.noClaimsHeld()
+	release()
+	if n, k := e.rows(""), e.keyRows(); n != 0 || k != 0 {
+		t.Fatalf("after the cut completion: %d business rows, %d keys; want 0, 0", n, k)
+	}
+	if r := e.do(p, "k", "x", insertOne("x")); r.Outcome != OutcomeCompleted {
+		t.Fatalf("retry: %s, want completed", r.Outcome)
+	}
+	e.nextUserOutlivesFlightTimeout(t, "the retry of two cut flights")
+	e.slowNextStatement(t)
 }
