@@ -25,6 +25,14 @@ import (
 // business's statements or the connection's next user, except on a connection pgx has
 // closed: pgx bounds its closing with a deadline of its own, which lifting would undo.
 //
+// A flight under a context that can end (the request's: the client went away, or its
+// deadline passed) runs under that context without its cancellation, and idem watches it
+// itself (context.AfterFunc, as pgx's watch does): when it ends, the socket's deadline is
+// moved to now, so the flight fails at once and its error wraps the context's (err).
+// pgx's own watch would run the pool's context watcher handler instead, and one that
+// defers the cut (pgconn.CancelRequestContextWatcherHandler's DeadlineDelay) would move
+// the socket's deadline past the flight timeout: the bound would no longer hold.
+//
 // A connection whose net.Conn refuses deadlines (a tunnel's, say: SetDeadline fails) gets
 // the deadline as a context instead, as before, which pgx's context watcher handles as
 // configured (pgconn.CancelRequestContextWatcherHandler sends the server a cancel
@@ -33,6 +41,12 @@ type flightDeadline struct {
 	conn   *pgx.Conn
 	at     time.Time
 	cancel context.CancelFunc // the context's, when the socket refused the deadline
+
+	// The watch of the flights' context, when it can end: stop unregisters it, and fired
+	// is closed once it has cut the socket (end waits for it before lifting the deadline).
+	ctx   context.Context
+	stop  func() bool
+	fired chan struct{}
 }
 
 // boundFlights sets conn's socket deadline to the store's flight timeout from now, and
@@ -40,10 +54,20 @@ type flightDeadline struct {
 // deadline, ctx bounded by it.
 func (s *Store) boundFlights(ctx context.Context, conn *pgx.Conn) (context.Context, flightDeadline) {
 	d := flightDeadline{conn: conn, at: time.Now().Add(s.flightTimeout)}
-	if err := conn.PgConn().Conn().SetDeadline(d.at); err != nil {
+	nc := conn.PgConn().Conn()
+	if err := nc.SetDeadline(d.at); err != nil {
 		ctx, d.cancel = context.WithDeadline(ctx, d.at)
+		return ctx, d
 	}
-	return ctx, d
+	if ctx.Done() == nil {
+		return ctx, d
+	}
+	d.ctx, d.fired = ctx, make(chan struct{})
+	d.stop = context.AfterFunc(ctx, func() {
+		_ = nc.SetDeadline(time.Now())
+		close(d.fired)
+	})
+	return context.WithoutCancel(ctx), d
 }
 
 // end lifts the deadline (see flightDeadline).
@@ -51,6 +75,9 @@ func (d flightDeadline) end() {
 	if d.cancel != nil {
 		d.cancel()
 		return
+	}
+	if d.stop != nil && !d.stop() {
+		<-d.fired // the watch is cutting the socket: lift the deadline after it
 	}
 	if pc := d.conn.PgConn(); !pc.IsClosed() {
 		_ = pc.Conn().SetDeadline(time.Time{})
@@ -62,9 +89,16 @@ func (d flightDeadline) end() {
 // was its context's; pgconn.Timeout(err) holds as well.
 var errFlightTimeout = fmt.Errorf("idem: the flight timeout passed (WithFlightTimeout): %w", context.DeadlineExceeded)
 
-// err is a flight's error, marked with errFlightTimeout when the deadline caused it.
+// err is a flight's error, marked with errFlightTimeout when the deadline caused it, and
+// wrapping the flights' context's error when its end cut the socket.
 func (d flightDeadline) err(err error) error {
-	if err == nil || !pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded) || time.Now().Before(d.at) {
+	if err == nil || !pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if d.ctx != nil && d.ctx.Err() != nil && time.Now().Before(d.at) {
+		return fmt.Errorf("idem: %w during a flight: %w", context.Cause(d.ctx), err)
+	}
+	if time.Now().Before(d.at) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", errFlightTimeout, err)

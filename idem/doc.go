@@ -108,8 +108,11 @@
 // context watcher does when a context expires (it sets the same socket deadline). The
 // error wraps context.DeadlineExceeded, and pgconn.Timeout reports it. It costs no timer
 // context per flight and, for the completion (whose context cannot be cancelled), no pgx
-// context watch; the claim's flight still runs under the request's context, so a client
-// gone cancels it. On a connection whose net.Conn refuses deadlines (SetDeadline fails,
+// context watch. A client gone (or the request's own deadline) still ends the claim's
+// flight at once: idem watches the request's context itself (context.AfterFunc, as pgx
+// does) and moves the socket's deadline to now, whatever context watcher handler the pool
+// configures (pgconn.CancelRequestContextWatcherHandler's DeadlineDelay would otherwise
+// defer the cut past the flight timeout); the error then wraps the context's. On a connection whose net.Conn refuses deadlines (SetDeadline fails,
 // as some tunnels' do) the flight's deadline is a context's instead, handled by pgx's
 // context watcher as configured. The pool acquire's deadline is a context's (pgxpool
 // waits on one).
