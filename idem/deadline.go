@@ -54,6 +54,9 @@ type flightDeadline struct {
 // deadline, ctx bounded by it.
 func (s *Store) boundFlights(ctx context.Context, conn *pgx.Conn) (context.Context, flightDeadline) {
 	d := flightDeadline{conn: conn, at: time.Now().Add(s.flightTimeout)}
+	if conn.PgConn().IsClosed() {
+		return ctx, d // its flights fail at once; pgx's closing keeps its own deadline
+	}
 	nc := conn.PgConn().Conn()
 	if err := nc.SetDeadline(d.at); err != nil {
 		ctx, d.cancel = context.WithDeadline(ctx, d.at)
