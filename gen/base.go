@@ -89,6 +89,7 @@ func generateBase(doc *openapi3.T, m *model, opts Options, internalize bool) (b 
 		if err != nil {
 			return b, fmt.Errorf("oapi-codegen: %w", err)
 		}
+		ranCodegen(cfg)
 		b.constraints, b.code = stripHeader(code)
 	}
 	return b, nil

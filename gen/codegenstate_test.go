@@ -96,3 +96,31 @@ func nameProbes(t *testing.T) string {
 	}
 	return b.String()
 }
+
+// TestShortcutOnlyAfterIdemgensOwnRun: the shortcut is taken after idemgen's own run to
+// the end, and not after oapi-codegen run by other code, nor after a stopped run.
+func TestShortcutOnlyAfterIdemgensOwnRun(t *testing.T) {
+	codegenMu.Lock()
+	defer codegenMu.Unlock()
+	cfg := baseConfig("api", RouterStdHTTP, false, false)
+	doc := &openapi3.T{OpenAPI: "3.0.3"}
+	if err := fullInitCodegen(cfg, doc); err != nil {
+		t.Fatal(err)
+	}
+	if !stateIsIdemgens() {
+		t.Error("after idemgen's own run to the end: no shortcut")
+	}
+	otherCodegenState(t, "3.0.3")
+	if stateIsIdemgens() {
+		t.Error("after oapi-codegen run by other code: the shortcut, which would keep that run's resolved names")
+	}
+	if err := fullInitCodegen(cfg, doc); err != nil {
+		t.Fatal(err)
+	}
+	if err := generateEmpty(stopEarly(cfg), doc); err == nil {
+		t.Fatal("the stopped run did not stop")
+	}
+	if stateIsIdemgens() {
+		t.Error("after a stopped run: the shortcut")
+	}
+}
