@@ -142,9 +142,7 @@ func (e *env) slowNextStatement(t *testing.T) {
 func TestFlightDeadlineLeftOnNoConnection(t *testing.T) {
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
 		t.Run(mode.String(), func(t *testing.T) {
-			if mode == pgx.QueryExecModeCacheStatement && strings.Contains(pgtest.URL(t), "default_query_exec_mode=") {
-				t.Skip("behind a transaction pooler (the URL sets default_query_exec_mode): named prepared statements do not survive between transactions")
-			}
+			skipPreparedBehindPooler(t, mode)
 			e := newOneConnEnvMode(t, mode)
 			p := policy("createThing")
 			if r := e.do(p, "k", "x", insertOne("x")); r.Outcome != OutcomeCompleted {
@@ -271,9 +269,7 @@ func (e *env) lostCompletion(t *testing.T, p *Policy, key string) {
 func TestStalledFlightsInEveryExecMode(t *testing.T) {
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
 		t.Run(mode.String(), func(t *testing.T) {
-			if mode == pgx.QueryExecModeCacheStatement && strings.Contains(pgtest.URL(t), "default_query_exec_mode=") {
-				t.Skip("behind a transaction pooler (the URL sets default_query_exec_mode)")
-			}
+			skipPreparedBehindPooler(t, mode)
 			newOneConnEnvMode(t, mode).stalledFlights(t)
 		})
 	}
@@ -313,4 +309,14 @@ func (e *env) stalledFlights(t *testing.T) {
 	}
 	e.nextUserOutlivesFlightTimeout(t, "the retry of two cut flights")
 	e.slowNextStatement(t)
+}
+
+// skipPreparedBehindPooler skips a subtest that runs pgx's cache_statement mode when the
+// suite runs behind a transaction pooler (internal/pgbouncer sets default_query_exec_mode
+// in the URL): named prepared statements do not survive between its transactions.
+func skipPreparedBehindPooler(t *testing.T, mode pgx.QueryExecMode) {
+	t.Helper()
+	if mode == pgx.QueryExecModeCacheStatement && strings.Contains(pgtest.URL(t), "default_query_exec_mode=") {
+		t.Skip("behind a transaction pooler (the URL sets default_query_exec_mode): named prepared statements do not survive between transactions")
+	}
 }

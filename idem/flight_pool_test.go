@@ -26,6 +26,7 @@ func TestPooledFlightsConcurrently(t *testing.T) {
 	)
 	for _, mode := range []pgx.QueryExecMode{pgx.QueryExecModeCacheStatement, pgx.QueryExecModeExec, pgx.QueryExecModeSimpleProtocol} {
 		t.Run(mode.String(), func(t *testing.T) {
+			skipPreparedBehindPooler(t, mode)
 			cfg, err := pgxpool.ParseConfig(e.url)
 			if err != nil {
 				t.Fatal(err)
