@@ -20,7 +20,7 @@ func (s *source) checkVersion() error {
 	_, v := s.lookup("openapi")
 	if v == nil {
 		if k, sv := s.lookup("swagger"); sv != nil {
-			return &Error{Pos: s.pos(k), Msg: fmt.Sprintf("swagger %q: a Swagger 2.0 document; idemgen reads OpenAPI 3.0 and 3.1 (convert it first)", sv.Value)}
+			return &Error{Pos: s.pos(k), Msg: fmt.Sprintf("swagger %q: a Swagger 2.0 document; idemgen reads OpenAPI 3.0 and 3.1 (convert it first, e.g. with npx swagger2openapi)", sv.Value)}
 		}
 		return &Error{Pos: s.pos(s.root), Msg: `not an OpenAPI document: no "openapi" field at the root`}
 	}

@@ -304,7 +304,7 @@ func TestErrors(t *testing.T) {
 		{"body-several-types.yaml", `testdata/errors/body-several-types.yaml:8:15: x-idempotent.body: POST /orders accepts several request content types (application/json, multipart/form-data); a key in the body is read from JSON and form bodies only: accept only those, or take the key from a header`},
 		{"field-twice.yaml", `testdata/errors/field-twice.yaml:9:9: duplicate key "lease" (first at 8:9)`},
 		{"required-contradicts-header.yaml", `testdata/errors/required-contradicts-header.yaml:8:19: x-idempotent.required: false, but the spec declares header Idempotency-Key as required: true`},
-		{"swagger2.yaml", `testdata/errors/swagger2.yaml:1:1: swagger "2.0": a Swagger 2.0 document; idemgen reads OpenAPI 3.0 and 3.1 (convert it first)`},
+		{"swagger2.yaml", `testdata/errors/swagger2.yaml:1:1: swagger "2.0": a Swagger 2.0 document; idemgen reads OpenAPI 3.0 and 3.1 (convert it first, e.g. with npx swagger2openapi)`},
 		{"retention-short.yaml", `testdata/errors/retention-short.yaml:9:20: x-idempotent.retention: 1m is shorter than the lease (2m): a completed answer must be replayable for at least as long as a claim can block retries`},
 		// A value inherited from x-idempotent-defaults is named as the defaults' field, with
 		// the operation whose own lease it conflicts with; a lease past the default retention
