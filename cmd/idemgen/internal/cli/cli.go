@@ -48,7 +48,8 @@ Errors in the spec are printed as FILE:LINE:COL: message.
 
 Exit status:
   0  success (with -check: the files are up to date)
-  1  the spec has errors, generation failed, -check found stale files, or a database error
+  1  the spec has errors or cannot be read (a missing file too), generation failed,
+     -check found stale files, or a database error
   2  usage error
 `
 
