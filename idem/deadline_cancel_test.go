@@ -97,7 +97,7 @@ func TestClaimFlightClientGone(t *testing.T) {
 	default:
 	}
 	release()
-	e.noClaimsHeld()
+	e.cutFlightGone()
 	if r := e.do(p, "k", "x", insertOne("x")); r.Outcome != OutcomeCompleted {
 		t.Fatalf("retry: %s, want completed", r.Outcome)
 	}

@@ -40,7 +40,7 @@ func TestFlightDeadlineOverHTTP(t *testing.T) {
 		t.Fatalf("stalled claim flight: %d %s after %v; want a 500 problem within %v", a.status, a.body, took, flightBound)
 	}
 	release()
-	e.noClaimsHeld()
+	e.cutFlightGone()
 	if n := e.rows(""); n != 0 {
 		t.Fatalf("%d business rows after a cut claim, want 0", n)
 	}

@@ -290,7 +290,7 @@ func (e *env) stalledFlights(t *testing.T) {
 		t.Fatalf("stalled claim flight: %v after %v; want a flight timeout before the commit within %v", err, took, flightBound)
 	}
 	release()
-	e.noClaimsHeld()
+	e.cutFlightGone()
 
 	release = e.holdLock(t, `INSERT INTO idempotency_keys (scope, key, operation, fingerprint, status, expires_at)
 		VALUES ('', 'k', 'other', '\x00', 'processing', now())`)

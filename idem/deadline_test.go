@@ -101,6 +101,18 @@ func (e *env) noClaimsHeld() {
 		AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`)
 }
 
+// cutFlightGone waits, once the test's lock is released, until the statement of the
+// flight it stalled has ended on the server too: no claim held and no other transaction
+// open in e's database. A connection idem closed at a flight deadline can leave its
+// statement waiting on the lock; once the lock is gone that statement runs, and may take
+// the key's lock, until the server (or, behind a pooler, the pooler's cancel) ends it: a
+// retry in that moment is answered 409, correctly, and the test would read it as a failure.
+func (e *env) cutFlightGone() {
+	e.waitFor(`count(*) = 0 FROM pg_stat_activity WHERE datname = current_database()
+		AND pid <> pg_backend_pid() AND xact_start IS NOT NULL`)
+	e.noClaimsHeld()
+}
+
 // A claim flight the server does not answer (the table locked by another transaction)
 // fails at the flight deadline, with the context's deadline error, and nothing runs; once
 // the lock is gone the retry executes once.
@@ -113,7 +125,7 @@ func TestClaimFlightDeadline(t *testing.T) {
 		t.Fatalf("Do with its claim flight stalled = %+v, %v; want a flight timeout before the commit", r, err)
 	}
 	release()
-	e.noClaimsHeld()
+	e.cutFlightGone()
 	if r := e.do(p, "k", "x", insertOne("x")); r.Outcome != OutcomeCompleted {
 		t.Fatalf("retry: %s, want completed", r.Outcome)
 	}
@@ -248,7 +260,7 @@ func TestFlightDeadlineWithoutSocketDeadlines(t *testing.T) {
 		t.Fatalf("Do with its claim flight stalled = %+v; want an error", r)
 	}
 	release()
-	e.noClaimsHeld()
+	e.cutFlightGone()
 	if r := e.do(p, "k", "x", insertOne("x")); r.Outcome != OutcomeCompleted {
 		t.Fatalf("retry: %s, want completed", r.Outcome)
 	}

@@ -35,7 +35,7 @@ func TestClaimFlightDeadlineWithCancelRequestWatcher(t *testing.T) {
 		t.Fatalf("stalled claim flight: %v after %v; want the flight timeout %v", err, took, flightTimeout)
 	}
 	release()
-	e.noClaimsHeld()
+	e.cutFlightGone()
 
 	// The client goes away during the stalled flight.
 	release = e.holdLock(t, "LOCK TABLE idempotency_keys IN ACCESS EXCLUSIVE MODE")
