@@ -23,6 +23,14 @@ func newOneConnEnvWith(t *testing.T, ft time.Duration, configure func(*pgxpool.C
 	t.Helper()
 	url := pgtest.NewDB(t)
 	e := newEnvOn(t, url)
+	e.store = NewStore(oneConnPool(t, url, configure), WithFlightTimeout(ft), e.observer())
+	return e
+}
+
+// oneConnPool is a pool of one connection to url whose sockets are deadlineConns, its
+// configuration changed by configure (when not nil); closed at cleanup.
+func oneConnPool(t *testing.T, url string, configure func(*pgxpool.Config)) *pgxpool.Pool {
+	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
@@ -37,13 +45,7 @@ func newOneConnEnvWith(t *testing.T, ft time.Duration, configure func(*pgxpool.C
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	e.store = NewStore(pool, WithFlightTimeout(ft),
-		WithObserver(func(_ string, o Outcome) {
-			e.mu.Lock()
-			e.outcomes[o]++
-			e.mu.Unlock()
-		}))
-	return e
+	return pool
 }
 
 // waitForLockWait waits until a backend of e's database waits on a lock running a

@@ -84,27 +84,7 @@ func socketOf(t *testing.T, c *pgxpool.Conn) *deadlineConn {
 // deadlineConns.
 func newOneConnEnvMode(t *testing.T, mode pgx.QueryExecMode) *env {
 	t.Helper()
-	url := pgtest.NewDB(t)
-	e := newEnvOn(t, url)
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
-	cfg.ConnConfig.DefaultQueryExecMode = mode
-	recordDeadlines(cfg)
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	e.store = NewStore(pool, WithFlightTimeout(flightTimeout),
-		WithObserver(func(_ string, o Outcome) {
-			e.mu.Lock()
-			e.outcomes[o]++
-			e.mu.Unlock()
-		}))
-	return e
+	return newOneConnEnvWith(t, flightTimeout, func(cfg *pgxpool.Config) { cfg.ConnConfig.DefaultQueryExecMode = mode })
 }
 
 // nextUserOutlivesFlightTimeout checks that the store's one connection has no deadline

@@ -35,12 +35,7 @@ func newOneConnEnv(t *testing.T) *env {
 	t.Helper()
 	url := pgtest.NewDB(t)
 	e := newEnvOn(t, url)
-	e.store = NewStore(pgtest.PoolWithMax(t, url, 1), WithFlightTimeout(flightTimeout),
-		WithObserver(func(_ string, o Outcome) {
-			e.mu.Lock()
-			e.outcomes[o]++
-			e.mu.Unlock()
-		}))
+	e.store = NewStore(pgtest.PoolWithMax(t, url, 1), WithFlightTimeout(flightTimeout), e.observer())
 	return e
 }
 

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/idemgen/idemgen/internal/pgtest"
 )
@@ -37,17 +36,7 @@ func TestFlightDeadlineOverTLS(t *testing.T) {
 	enableTLS(t, cluster.DataDir())
 	url := pgtest.NewDB(t)
 	e := newEnvOn(t, url)
-	cfg, err := pgxpool.ParseConfig(strings.Replace(url, "sslmode=disable", "sslmode=require", 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
-	recordDeadlines(cfg)
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := oneConnPool(t, strings.Replace(url, "sslmode=disable", "sslmode=require", 1), nil)
 	e.store = NewStore(pool, WithFlightTimeout(flightTimeout))
 	c, err := pool.Acquire(context.Background())
 	if err != nil {

@@ -5,8 +5,6 @@ import (
 	"net/http"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // newWaiterStore is a store on e's database whose one connection's socket is a
@@ -14,18 +12,7 @@ import (
 func newWaiterStore(t *testing.T, e *env) *env {
 	t.Helper()
 	w := &env{t: t, url: e.url, pool: e.pool, outcomes: map[Outcome]int{}}
-	cfg, err := pgxpool.ParseConfig(e.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
-	recordDeadlines(cfg)
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	w.store = NewStore(pool, WithFlightTimeout(flightTimeout))
+	w.store = NewStore(oneConnPool(t, e.url, nil), WithFlightTimeout(flightTimeout))
 	return w
 }
 

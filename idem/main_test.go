@@ -46,13 +46,17 @@ func newEnvOn(t testing.TB, url string, opts ...Option) *env {
 		t.Fatal(err)
 	}
 	e := &env{t: t, url: url, pool: pool, outcomes: map[Outcome]int{}}
-	obs := WithObserver(func(_ string, o Outcome) {
+	e.store = NewStore(pool, append([]Option{e.observer()}, opts...)...)
+	return e
+}
+
+// observer counts a store's outcomes in e (count).
+func (e *env) observer() Option {
+	return WithObserver(func(_ string, o Outcome) {
 		e.mu.Lock()
 		e.outcomes[o]++
 		e.mu.Unlock()
 	})
-	e.store = NewStore(pool, append([]Option{obs}, opts...)...)
-	return e
 }
 
 func (e *env) count(o Outcome) int {

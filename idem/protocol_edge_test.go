@@ -165,11 +165,7 @@ func (e *env) faultyStore(t *testing.T, mode *atomic.Int32) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	e.store = NewStore(pool, WithObserver(func(_ string, o Outcome) {
-		e.mu.Lock()
-		e.outcomes[o]++
-		e.mu.Unlock()
-	}))
+	e.store = NewStore(pool, e.observer())
 }
 
 // The client going away after the business function returned does not undo it: the
