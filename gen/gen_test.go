@@ -684,8 +684,7 @@ func TestWarnings(t *testing.T) {
 // TestWarningsOrder: the operations x-idempotent-defaults.methods left unmarked are
 // warned about before the summary they explain (no operation is marked).
 func TestWarningsOrder(t *testing.T) {
-	spec := filepath.Join(t.TempDir(), "openapi.yaml")
-	if err := os.WriteFile(spec, []byte(`openapi: "3.0.3"
+	_, warnings := generateWarnings(t, `openapi: "3.0.3"
 info: {title: t, version: "1"}
 x-idempotent-defaults: {methods: [post]}
 paths:
@@ -698,16 +697,7 @@ paths:
           content:
             text/event-stream:
               schema: {type: string}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var warnings []string
-	_, err := gen.Generate(gen.Options{Spec: spec, Package: "api", Warnf: func(format string, args ...any) {
-		warnings = append(warnings, fmt.Sprintf(format, args...))
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
+`)
 	if len(warnings) != 2 || !strings.Contains(warnings[0], "POST /events is left unmarked") || !strings.Contains(warnings[1], "no operation is marked") {
 		t.Errorf("warnings:\n%s\nwant the unmarked POST /events first, then no operation is marked", strings.Join(warnings, "\n"))
 	}
@@ -716,8 +706,7 @@ paths:
 // A Redis operation whose timeout outlasts its lease is warned about: the Redis lease is
 // not extended while the business runs, so a slow business loses its key to a retry.
 func TestWarningRedisLeaseShorterThanTimeout(t *testing.T) {
-	spec := filepath.Join(t.TempDir(), "openapi.yaml")
-	if err := os.WriteFile(spec, []byte(`openapi: "3.0.3"
+	spec, got := generateWarnings(t, `openapi: "3.0.3"
 info: {title: t, version: "1"}
 paths:
   /likes:
@@ -732,15 +721,7 @@ paths:
       x-idempotent: {store: redis, lease: 10s, timeout: 10s}
       responses:
         '204': {description: followed}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	if _, err := gen.Generate(gen.Options{Spec: spec, Package: "api", Warnf: func(format string, args ...any) {
-		got = append(got, fmt.Sprintf(format, args...))
-	}}); err != nil {
-		t.Fatal(err)
-	}
+`)
 	want := spec + ":7:7: x-idempotent: POST /likes keeps its key in Redis (store: redis) with a lease (5s) shorter than its timeout (10s): the Redis lease is not extended while the business runs, so a business past 5s loses its key to a retry, which runs it again; set lease to at least the timeout"
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("warnings:\n%s\nwant\n%s", strings.Join(got, "\n"), want)
@@ -750,8 +731,7 @@ paths:
 // A wait longer than the timeout is warned about: the owner answers or is cut off within
 // its timeout, so the rest of the wait holds the duplicate for nothing.
 func TestWarningWaitLongerThanTimeout(t *testing.T) {
-	spec := filepath.Join(t.TempDir(), "openapi.yaml")
-	if err := os.WriteFile(spec, []byte(`openapi: "3.0.3"
+	spec, got := generateWarnings(t, `openapi: "3.0.3"
 info: {title: t, version: "1"}
 paths:
   /payments:
@@ -772,17 +752,25 @@ paths:
       x-idempotent: {wait: 1m}
       responses:
         '201': {description: transferred}
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	if _, err := gen.Generate(gen.Options{Spec: spec, Package: "api", Warnf: func(format string, args ...any) {
-		got = append(got, fmt.Sprintf(format, args...))
-	}}); err != nil {
-		t.Fatal(err)
-	}
+`)
 	want := spec + ":7:7: x-idempotent: POST /payments makes a duplicate wait up to 1m for the key's owner, longer than the owner's business may run (timeout 10s): by then the owner has answered, is finishing its commit, or was cut off, so most of the wait past the timeout only holds the duplicate's request; set wait to at most the timeout"
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("warnings:\n%s\nwant\n%s", strings.Join(got, "\n"), want)
 	}
+}
+
+// generateWarnings writes spec (YAML) to a file, generates it in package api, and returns
+// the file's path and the warnings the run gave, in order.
+func generateWarnings(t *testing.T, spec string) (path string, warnings []string) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "openapi.yaml")
+	if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gen.Generate(gen.Options{Spec: path, Package: "api", Warnf: func(format string, args ...any) {
+		warnings = append(warnings, fmt.Sprintf(format, args...))
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	return path, warnings
 }
