@@ -56,15 +56,15 @@ const (
 
 // claim sends the first flight on the business connection: BEGIN (at the policy's
 // isolation), the lease's idle bound, LockKey and GetKey (under SERIALIZABLE, LockKeyOnly
-// alone). When the key is ours the transaction
-// stays open (claimFresh, claimTakeover); otherwise it is rolled back and resp is the
-// answer (replay, 409, 422), or, for claimBusy, nil (the caller answers 409 or waits).
+// alone). When the key is ours the transaction stays open (claimFresh, claimTakeover);
+// otherwise it is rolled back and resp is the answer (replay, 409, 422), or, for
+// claimBusy, nil (the caller answers 409 or waits).
 //
 // The flight reads the key's row twice. LockKey takes the lock in a statement that reads
 // the row (so that with the table distributed by scope, the lock is taken on the node that
 // holds the key's shard), but that statement's snapshot is taken before its lock is
-// granted: an owner that committed the key's row in between (releasing
-// the lock) is invisible to it, and a fresh claim would run the business a second time (its
+// granted: an owner that committed the key's row in between (releasing the lock) is
+// invisible to it, and a fresh claim would run the business a second time (its
 // writes rolled back by the primary key at completion, but its calls made: a 50-duplicate
 // burst behind PgBouncer hit it). GetKey, the next statement of the same flight, takes its
 // snapshot under READ COMMITTED after the lock is held, and its row decides; under
