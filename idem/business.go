@@ -23,6 +23,13 @@ import (
 // otherwise. [ResponseErrorHandler] answers such an error 503 saying so.
 var ErrCommitUnknown = errors.New("idem: commit outcome unknown")
 
+// ErrPoolExhausted is wrapped (with the acquire's [context.DeadlineExceeded]) by the
+// error of a request that found no free connection in the store's pool within the
+// acquire timeout ([WithAcquireTimeout]) while its own context was still live: nothing
+// ran and no key was claimed, so a retry, with the same idempotency key, runs it.
+// [ResponseErrorHandler] answers it 503 with Retry-After: 1.
+var ErrPoolExhausted = errors.New("idem: no pool connection free within the acquire timeout")
+
 // errNoResponse is the error of a business function that returned neither a response nor
 // an error.
 var errNoResponse = errors.New("idem: business function returned no response and no error")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -379,6 +380,14 @@ func TestPoolExhaustionIsBounded(t *testing.T) {
 	_, err := e.store.Do(context.Background(), policy("createThing"), ptr("other"), parts("x"), insertOne("x"))
 	if took := time.Since(start); err == nil || took > 5*time.Second {
 		t.Fatalf("a request on a full pool: %v after %s; want an acquire error within the timeout", err, took)
+	}
+	if !errors.Is(err, ErrPoolExhausted) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a request on a full pool: %v; want ErrPoolExhausted wrapping the acquire's deadline", err)
+	}
+	w := httptest.NewRecorder()
+	NewResponseErrorHandler(func(*http.Request, error) {})(w, httptest.NewRequest("POST", "/x", nil), &DoError{Err: err})
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" {
+		t.Fatalf("a request on a full pool answered %d, Retry-After %q; want 503 with Retry-After: 1", w.Code, w.Header().Get("Retry-After"))
 	}
 	o.finish()
 	if o.err != nil || o.resp.Outcome != OutcomeCompleted {

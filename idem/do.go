@@ -190,6 +190,9 @@ func (c *call) connect(ctx context.Context) error {
 	actx, cancel := context.WithTimeout(ctx, c.s.acquireTimeout)
 	defer cancel()
 	conn, err := c.s.pool.Acquire(actx)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w (waited %s): %w", ErrPoolExhausted, c.s.acquireTimeout, err)
+	}
 	if err != nil {
 		return fmt.Errorf("idem: acquire a connection: %w", err)
 	}

@@ -36,7 +36,8 @@ func (e *DoError) Unwrap() error { return e.Err }
 // ResponseErrorHandler answers a business or database error with a 500 problem whose
 // detail does not leak the error text (see [DoError] for what it says; an error wrapping
 // [ErrCommitUnknown]: 503 with Retry-After, saying that the outcome is unknown and that a
-// retry with the same key settles it), and logs the error with log/slog's default logger
+// retry with the same key settles it; one wrapping [ErrPoolExhausted]: 503 with
+// Retry-After, saying that nothing ran), and logs the error with log/slog's default logger
 // (level Error; method, path and error as attributes). Its signature fits
 // StrictHTTPServerOptions.ResponseErrorHandlerFunc. For another logger, use
 // [NewResponseErrorHandler].
@@ -60,6 +61,9 @@ func writeServerError(w http.ResponseWriter, err error) {
 	case errors.Is(err, ErrCommitUnknown):
 		w.Header().Set("Retry-After", "1")
 		WriteProblem(w, http.StatusServiceUnavailable, "the connection to the database was lost while the request committed: its outcome is unknown; retry with the same idempotency key to learn it (a retry replays the answer if it committed, and runs the request if not)")
+	case errors.Is(err, ErrPoolExhausted):
+		w.Header().Set("Retry-After", "1")
+		WriteProblem(w, http.StatusServiceUnavailable, "no database connection was free within the acquire timeout: nothing ran; retry, with the same idempotency key if it had one")
 	case errors.As(err, &de):
 		WriteProblem(w, http.StatusInternalServerError, "the request failed; it may be retried, with the same idempotency key if it had one")
 	default:

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -50,6 +51,7 @@ func TestResponseErrorHandlerDetail(t *testing.T) {
 		{errBusiness, 500, `"the request failed"`, "idempotency key"},
 		{&DoError{Err: errBusiness}, 500, "it may be retried, with the same idempotency key if it had one", ""},
 		{&DoError{Err: fmt.Errorf("%w: connection reset", ErrCommitUnknown)}, 503, "outcome is unknown", "rolled back"},
+		{&DoError{Err: fmt.Errorf("%w: %w", ErrPoolExhausted, context.DeadlineExceeded)}, 503, "nothing ran", "outcome is unknown"},
 	} {
 		w := httptest.NewRecorder()
 		NewResponseErrorHandler(func(*http.Request, error) {})(w, httptest.NewRequest("POST", "/x", nil), c.err)

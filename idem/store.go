@@ -145,7 +145,8 @@ const (
 
 // WithAcquireTimeout bounds how long a request waits for a connection of the pool (a
 // pool whose connections are all held, or whose database is unreachable, fails the
-// request then instead of holding it). Default [DefaultAcquireTimeout]; it panics when d
+// request then instead of holding it: an error wrapping [ErrPoolExhausted], answered 503
+// with Retry-After by [ResponseErrorHandler]). Default [DefaultAcquireTimeout]; it panics when d
 // is not positive.
 func WithAcquireTimeout(d time.Duration) Option {
 	mustBePositive("WithAcquireTimeout", d)

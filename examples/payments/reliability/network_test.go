@@ -188,6 +188,9 @@ func TestNetPoolExhaustion(t *testing.T) {
 	if took := time.Since(start); took > requestBound {
 		t.Errorf("a request during the exhaustion took %v, past its bound", took)
 	}
+	if during.err != nil || during.status != http.StatusServiceUnavailable || during.header.Get("Retry-After") == "" {
+		t.Errorf("a request during the exhaustion: %s; want 503 with Retry-After (no connection was free: nothing ran)", during)
+	}
 	wg.Wait()
 	fp.remove("cut")
 	for _, r := range stuck {
