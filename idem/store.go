@@ -145,9 +145,10 @@ const (
 
 // WithAcquireTimeout bounds how long a request waits for a connection of the pool (a
 // pool whose connections are all held, or whose database is unreachable, fails the
-// request then instead of holding it: an error wrapping [ErrPoolExhausted], answered 503
-// with Retry-After by [ResponseErrorHandler]). Default [DefaultAcquireTimeout]; it panics when d
-// is not positive.
+// request then instead of holding it). A wait that the timeout ends is an error wrapping
+// [ErrPoolExhausted], which [ResponseErrorHandler] answers 503 with Retry-After; a dial
+// refused before it keeps its own error. Default [DefaultAcquireTimeout]; it panics when
+// d is not positive.
 func WithAcquireTimeout(d time.Duration) Option {
 	mustBePositive("WithAcquireTimeout", d)
 	return func(s *Store) { s.acquireTimeout = d }
