@@ -8,6 +8,24 @@
 -- (scope, key) instead, so a rollback or a crash takes the claim with it. All times are
 -- taken from the database clock.
 
+-- On a Citus worker the table is made through the coordinator, where it is distributed
+-- (`idemgen schema -citus`): made on a worker, it would be that node's table alone. Once it
+-- exists, this file runs through any node (it changes nothing there).
+DO $citus$
+DECLARE
+    coordinator boolean;
+BEGIN
+    IF to_regclass('idempotency_keys') IS NULL
+       AND EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') THEN
+        EXECUTE 'SELECT citus_is_coordinator()' INTO coordinator;
+        IF NOT coordinator THEN
+            RAISE EXCEPTION 'idem: idempotency_keys does not exist, and this node is a Citus worker'
+                USING HINT = 'Create and distribute it through the coordinator (idemgen schema, then idemgen schema -citus), then start again.';
+        END IF;
+    END IF;
+END
+$citus$;
+
 CREATE TABLE IF NOT EXISTS idempotency_keys (
     scope            text        NOT NULL,
     key              text        NOT NULL,
@@ -61,15 +79,24 @@ BEGIN
 END
 $upgrade$;
 
--- purge of expired rows in batches
-CREATE INDEX IF NOT EXISTS idempotency_keys_expires_at_idx
-    ON idempotency_keys (expires_at);
+-- purge of expired rows in batches. The indexes are created only when missing, checked
+-- first rather than with CREATE INDEX IF NOT EXISTS: on a Citus worker any CREATE INDEX on
+-- a distributed table is refused, even one that would be skipped, and a service whose pool
+-- points at a worker runs this file on start too.
+DO $indexes$
+BEGIN
+    IF to_regclass('idempotency_keys_expires_at_idx') IS NULL THEN
+        CREATE INDEX idempotency_keys_expires_at_idx ON idempotency_keys (expires_at);
+    END IF;
 
--- recent keys, for the payloads seen under several keys within a window (clients that
--- mint a new key per retry; read by the repeated-payload gauge only). Rows are appended in
--- created_at order, so a BRIN index (block ranges with their min and max) finds the recent
--- ones: the tail of the table, whose ranges are not yet summarized and always scanned. It
--- costs a completion no index entry and no WAL record, where a btree took one of each on
--- its hottest page (the right edge, shared by every concurrent completion).
-CREATE INDEX IF NOT EXISTS idempotency_keys_created_at_idx
-    ON idempotency_keys USING brin (created_at);
+    -- recent keys, for the payloads seen under several keys within a window (clients that
+    -- mint a new key per retry; read by the repeated-payload gauge only). Rows are appended in
+    -- created_at order, so a BRIN index (block ranges with their min and max) finds the recent
+    -- ones: the tail of the table, whose ranges are not yet summarized and always scanned. It
+    -- costs a completion no index entry and no WAL record, where a btree took one of each on
+    -- its hottest page (the right edge, shared by every concurrent completion).
+    IF to_regclass('idempotency_keys_created_at_idx') IS NULL THEN
+        CREATE INDEX idempotency_keys_created_at_idx ON idempotency_keys USING brin (created_at);
+    END IF;
+END
+$indexes$;

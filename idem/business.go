@@ -30,6 +30,18 @@ var ErrCommitUnknown = errors.New("idem: commit outcome unknown")
 // [ResponseErrorHandler] answers it 503 with Retry-After: 1.
 var ErrPoolExhausted = errors.New("idem: no pool connection free within the acquire timeout")
 
+// ErrSerializableOnCitus is the error of a request whose transaction would run at
+// SERIALIZABLE (its policy's Isolation, or the database default) on a Citus cluster node:
+// nothing ran and no key was claimed. Citus runs no distributed SERIALIZABLE, and on a
+// worker a serialization failure found at COMMIT reaches the client as "could not commit
+// transaction" (XX000), which cannot be told from a failed commit and retried; the claim's
+// lock, taken alone under SERIALIZABLE (LockKeyOnly), would be on the entry node, not the
+// key's. Use REPEATABLE READ (snapshot isolation, the business's own conflicts retried as
+// 40001) or READ COMMITTED there. [Migrate] refuses a session whose default is
+// SERIALIZABLE on a Citus node, so that a service finds out at start. Answered 500 by
+// [ResponseErrorHandler].
+var ErrSerializableOnCitus = errors.New("idem: SERIALIZABLE on a Citus cluster: Citus runs no distributed SERIALIZABLE; use REPEATABLE READ or READ COMMITTED")
+
 // errNoResponse is the error of a business function that returned neither a response nor
 // an error.
 var errNoResponse = errors.New("idem: business function returned no response and no error")

@@ -111,6 +111,15 @@ func (c *call) claim(ctx context.Context) (claimState, *Response, error) {
 		setDefaultIsolation(conn, level)
 	}
 	serial := c.p.Isolation == pgx.Serializable || c.p.Isolation == "" && defaultIsolation(conn) == "serializable"
+	if serial {
+		citus, err := c.s.citusCached(fctx, conn)
+		if err != nil {
+			return 0, nil, fmt.Errorf("idem: claim: %w", d.err(err))
+		}
+		if citus {
+			return 0, nil, ErrSerializableOnCitus
+		}
+	}
 	r, k := &c.lockRow, &c.keyRow // the call's: their fields are scan targets
 	*r, *k = idemdb.LockKeyRow{}, idemdb.GetKeyRow{}
 	var lock, read *step

@@ -193,20 +193,29 @@
 // Claims are two-key advisory locks ([LockID]: SHA-256 of a length-prefixed encoding of
 // scope and key, 64 bits), told apart in pg_locks from bigint advisory locks by objsubid 2.
 //
-// # Sharding by tenant
+// # Sharding by tenant (Citus)
 //
 // Every statement on idempotency_keys names scope and key in its own WHERE, ON or VALUES.
 // The lock is taken in a statement that reads the key's row (LockKey, and AwaitKey for a
-// waiting duplicate: the lock in the select list beside a scalar subquery on the key's
-// row, the form shared/DESIGN.md records as checked on Citus 13.2), so that with the table
-// distributed by scope (Citus) it runs on the node that holds the key's shard, whichever
-// node the request entered through: one lock per key across nodes. With business tables
-// co-located, each statement of a request runs on one shard and the transaction commits in
-// one phase. (Citus runs no distributed transaction at SERIALIZABLE; there, use READ
-// COMMITTED or REPEATABLE READ: under SERIALIZABLE the lock is taken alone, LockKeyOnly.)
-// This repository's tests run on plain PostgreSQL and PgBouncer: Citus is not among the
-// packages its CI can install, so check the routing on your Citus version (EXPLAIN of
-// LockKey shows a router plan on one shard).
+// waiting duplicate: the lock in the select list of an aggregate over the key's row), so
+// that with the table distributed by scope (Citus) it runs on the node that holds the
+// key's shard, whichever node the request entered through: one lock per key across nodes.
+// With business tables co-located by the same tenant column, each statement of a request
+// runs on one shard and the transaction commits in one phase on one worker, entering
+// through the coordinator or any worker, at READ COMMITTED and REPEATABLE READ, with custom
+// or generic plans: no statement has a subquery or CTE Citus cannot route with parameters,
+// and no ON CONFLICT clause calls a function (times are taken once, in VALUES). Purge and
+// the repeated-payload read scan every shard; they are sent in the simple protocol (Citus
+// plans no multi-shard statement with parameters under a generic plan).
+//
+// SERIALIZABLE is refused on a Citus node ([ErrSerializableOnCitus]; [Migrate] refuses a
+// default of SERIALIZABLE): Citus runs no distributed SERIALIZABLE, and a worker's
+// serialization failure at COMMIT reaches idem as XX000, which it cannot retry.
+// [Migrate] runs through any node once the table exists (make and distribute it through
+// the coordinator: `idemgen schema -citus`); on a Citus node the monitoring
+// ([Store.HeldClaims], [Store.StaleClaims], [Store.Key]) reads citus_locks and
+// citus_stat_activity, the whole cluster. The Citus suite (idem/citus_test.go) runs all of
+// this where IDEM_CITUS_URL names a coordinator; CI has no Citus and skips it.
 //
 // # Tracing
 //

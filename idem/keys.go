@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/idemgen/idemgen/idem/internal/citusdb"
 	"github.com/idemgen/idemgen/idem/internal/idemdb"
 )
 
@@ -79,8 +80,14 @@ type HeldClaim struct {
 	// not in the database until its row is written at completion).
 	LockID int64
 	// PID is the holder's backend process id (pg_terminate_backend(PID) ends it and frees
-	// the key), ApplicationName and ClientAddr who it is.
+	// the key), ApplicationName and ClientAddr who it is. On a Citus cluster the holder is
+	// the request's session on the node it entered through: Node is that node's id
+	// (pg_dist_node.nodeid) and GlobalPID its cluster-wide process id
+	// (pg_terminate_backend(GlobalPID) ends it from any node), whichever node holds the
+	// lock itself; both are 0 on plain PostgreSQL.
 	PID             int
+	Node            int
+	GlobalPID       int64
 	ApplicationName string
 	ClientAddr      string
 	// State is the holder's pg_stat_activity state: "active" (a statement runs) or "idle
@@ -99,21 +106,48 @@ type HeldClaim struct {
 // HeldClaims lists the claims held now on the store's database (by any replica), oldest
 // first, read from pg_locks and pg_stat_activity: every granted two-key advisory lock of
 // the database (idem's claims, unless the application takes two-key advisory locks too).
-// Those held past the store's stale age are marked Stale.
+// On a Citus cluster (the citus extension installed) it reads citus_locks and
+// citus_stat_activity instead, so it lists the claims held on every node whichever node
+// the store's pool points at. Those held past the store's stale age are marked Stale.
 func (s *Store) HeldClaims(ctx context.Context) ([]HeldClaim, error) {
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("idem: held claims: %w", err)
+	}
+	if citus {
+		return s.clusterHeldClaims(ctx)
+	}
 	rows, err := s.q.HeldClaims(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("idem: held claims: %w", err)
 	}
-	stale := s.staleAge()
 	out := make([]HeldClaim, len(rows))
 	for i, r := range rows {
-		held := time.Duration(r.HeldUs) * time.Microsecond
-		out[i] = HeldClaim{
-			LockID: r.LockID, PID: int(r.Pid), ApplicationName: r.ApplicationName, ClientAddr: r.ClientAddr,
-			State: r.State, Since: r.XactStart.Time, Held: held, Idle: time.Duration(r.IdleUs) * time.Microsecond,
-			Stale: held >= stale,
-		}
+		out[i] = s.heldClaim(r.LockID, int(r.Pid), r.ApplicationName, r.ClientAddr, r.State, r.XactStart.Time, r.HeldUs, r.IdleUs)
 	}
 	return out, nil
+}
+
+// clusterHeldClaims is HeldClaims on a Citus cluster.
+func (s *Store) clusterHeldClaims(ctx context.Context) ([]HeldClaim, error) {
+	rows, err := citusdb.New(s.pool).ClusterHeldClaims(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("idem: held claims (Citus cluster): %w", err)
+	}
+	out := make([]HeldClaim, len(rows))
+	for i, r := range rows {
+		out[i] = s.heldClaim(r.LockID, int(r.Pid), r.ApplicationName, r.ClientAddr, r.State, r.XactStart.Time, r.HeldUs, r.IdleUs)
+		out[i].Node, out[i].GlobalPID = int(r.NodeID), r.GlobalPid
+	}
+	return out, nil
+}
+
+// heldClaim is one row of HeldClaims; heldUs and idleUs in microseconds.
+func (s *Store) heldClaim(lockID int64, pid int, app, addr, state string, since time.Time, heldUs, idleUs int64) HeldClaim {
+	held := time.Duration(heldUs) * time.Microsecond
+	return HeldClaim{
+		LockID: lockID, PID: pid, ApplicationName: app, ClientAddr: addr,
+		State: state, Since: since, Held: held, Idle: time.Duration(idleUs) * time.Microsecond,
+		Stale: held >= s.staleAge(),
+	}
 }

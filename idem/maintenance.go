@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/idemgen/idemgen/idem/internal/citusdb"
 	"github.com/idemgen/idemgen/idem/internal/idemdb"
 )
 
@@ -17,7 +21,7 @@ func (s *Store) Purge(ctx context.Context, batchSize int) (int64, error) {
 	}
 	var total int64
 	for {
-		n, err := s.q.PurgeExpired(ctx, int32(batchSize))
+		n, err := s.scan.PurgeExpired(ctx, int32(batchSize))
 		total += n
 		if err != nil {
 			return total, fmt.Errorf("idem: purge: %w", err)
@@ -37,7 +41,16 @@ func (s *Store) Purge(ctx context.Context, batchSize int) (int64, error) {
 // a lease shorter than the operation's timeout; owners that went silent are cut off by the
 // database within the lease and leave the count on their own. A gauge worth alerting on.
 func (s *Store) StaleClaims(ctx context.Context) (int64, error) {
-	n, err := s.q.CountStaleClaims(ctx, s.staleAge().Microseconds())
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("idem: count stale claims: %w", err)
+	}
+	var n int64
+	if citus {
+		n, err = citusdb.New(s.pool).CountClusterStaleClaims(ctx, s.staleAge().Microseconds())
+	} else {
+		n, err = s.q.CountStaleClaims(ctx, s.staleAge().Microseconds())
+	}
 	if err != nil {
 		return 0, fmt.Errorf("idem: count stale claims: %w", err)
 	}
@@ -68,7 +81,7 @@ type RepeatedPayload struct {
 // must be positive): clients that mint a new idempotency key per retry, which defeats the
 // protocol.
 func (s *Store) RepeatedPayloads(ctx context.Context, window time.Duration, limit int) ([]RepeatedPayload, error) {
-	rows, err := s.q.DuplicatePayloads(ctx, idemdb.DuplicatePayloadsParams{SinceUs: window.Microseconds(), MaxRows: int32(limit)})
+	rows, err := s.scan.DuplicatePayloads(ctx, idemdb.DuplicatePayloadsParams{SinceUs: window.Microseconds(), MaxRows: int32(limit)})
 	if err != nil {
 		return nil, fmt.Errorf("idem: repeated payloads: %w", err)
 	}
@@ -77,4 +90,51 @@ func (s *Store) RepeatedPayloads(ctx context.Context, window time.Duration, limi
 		out[i] = RepeatedPayload{Scope: r.Scope, Operation: r.Operation, Fingerprint: r.Fingerprint, Keys: r.Keys}
 	}
 	return out, nil
+}
+
+// onCitus reports whether the store's database is a node of a Citus cluster (the citus
+// extension is installed there), asked anew on each call: the monitoring reads then use
+// Citus's cluster-wide views.
+func (s *Store) onCitus(ctx context.Context) (bool, error) {
+	return citusdb.New(s.pool).IsCitus(ctx)
+}
+
+// citusCached is onCitus asked once per store, on conn (the first claim under
+// SERIALIZABLE asks; see [ErrSerializableOnCitus]).
+func (s *Store) citusCached(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	switch s.citus.Load() {
+	case 1:
+		return false, nil
+	case 2:
+		return true, nil
+	}
+	citus, err := citusdb.New(conn).IsCitus(ctx)
+	if err != nil {
+		return false, fmt.Errorf("is the database a Citus node: %w", err)
+	}
+	if citus {
+		s.citus.Store(2)
+	} else {
+		s.citus.Store(1)
+	}
+	return citus, nil
+}
+
+// simpleProtocol runs its statements in pgx's simple protocol: the arguments are sent in
+// the statement's text, so the server plans it with their values. The statements that
+// scan every shard on Citus (PurgeExpired, DuplicatePayloads) go through it, since Citus
+// cannot plan a multi-shard statement with parameters under a generic plan ("could not
+// create distributed plan"), which PostgreSQL may pick for any prepared statement.
+type simpleProtocol struct{ db idemdb.DBTX }
+
+func (p simpleProtocol) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return p.db.Exec(ctx, sql, append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
+}
+
+func (p simpleProtocol) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return p.db.Query(ctx, sql, append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
+}
+
+func (p simpleProtocol) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return p.db.QueryRow(ctx, sql, append([]any{pgx.QueryExecModeSimpleProtocol}, args...)...)
 }

@@ -104,8 +104,10 @@ type Store struct {
 	// pool runs the business transactions, each with its claim.
 	pool *pgxpool.Pool
 	wire wire // how flights talk to pool's connections
-	// q runs the statements outside flights (maintenance, reads for people).
-	q *idemdb.Queries
+	// q runs the statements outside flights (maintenance, reads for people); scan those
+	// that read every shard on Citus, in the simple protocol (see simpleProtocol).
+	q    *idemdb.Queries
+	scan *idemdb.Queries
 
 	scope      ScopeFunc
 	observe    Observer
@@ -124,6 +126,8 @@ type Store struct {
 	// stale; else the longest idle bound of the policies this store ran (longestHold).
 	staleAfter  time.Duration
 	longestHold atomic.Int64 // nanoseconds
+	// citus: 0 not known yet, 1 plain PostgreSQL, 2 a Citus node (citusCached).
+	citus atomic.Int32
 
 	// owners are the keys this process's calls hold now, for duplicates that wait
 	// (Policy.Wait); waiters bounds the duplicates that wait in the database.
@@ -218,6 +222,7 @@ func NewStore(pool *pgxpool.Pool, opts ...Option) *Store {
 		pool:       pool,
 		wire:       wireOf(pool),
 		q:          idemdb.New(pool),
+		scan:       idemdb.New(simpleProtocol{pool}),
 		scope:      func(context.Context) (string, error) { return "", nil },
 		observe:    func(string, Outcome) {},
 		cacheable:  func(status int) bool { return status < 500 },
@@ -251,6 +256,15 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	if _, err := tx.Exec(ctx, idemgen.Schema, pgx.QueryExecModeSimpleProtocol); err != nil {
 		return fmt.Errorf("idem: migrate: %w", err)
+	}
+	var citus bool
+	var level string
+	if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus'),
+		current_setting('default_transaction_isolation')`).Scan(&citus, &level); err != nil {
+		return fmt.Errorf("idem: migrate: %w", err)
+	}
+	if citus && level == "serializable" {
+		return fmt.Errorf("idem: migrate: the default isolation is serializable: %w", ErrSerializableOnCitus)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("idem: migrate: %w", err)

@@ -15,18 +15,21 @@
 -- through; a lock in a statement of its own would be taken on the entry node. The row
 -- read here (present: there is one) does not decide the claim: this statement's
 -- snapshot is taken before its lock is granted, so GetKey, the next statement of the same
--- flight, reads the row again and decides (idem/claim.go).
+-- flight, reads the row again and decides (idem/claim.go). An aggregate over the key's
+-- row, not a scalar subquery: a query with a subquery is not one Citus can route under
+-- generic plans (its fast path takes one table, filtered by scope equality).
 -- name: LockKey :one
 SELECT pg_try_advisory_xact_lock(sqlc.arg(lock_hi)::int, sqlc.arg(lock_lo)::int) AS locked,
        current_setting('transaction_isolation') AS isolation,
-       ((SELECT k.status FROM idempotency_keys AS k
-        WHERE k.scope = sqlc.arg(scope)::text AND k.key = sqlc.arg(key)::text) IS NOT NULL)::boolean AS present;
+       (count(*) > 0)::boolean AS present
+FROM idempotency_keys
+WHERE scope = sqlc.arg(scope)::text AND key = sqlc.arg(key)::text;
 
 -- Step 3 under SERIALIZABLE: the lock alone. Reading the key's row through the primary key
 -- would take a predicate lock on its index page, and the completions of requests on other
 -- keys of that page would then fail each other with 40001; ClaimKeyRow (whose conflict check
--- takes no predicate lock) finds the row instead. (Citus runs no distributed transaction at
--- SERIALIZABLE: there, every request uses LockKey.)
+-- takes no predicate lock) finds the row instead. (Alone, the lock is taken on the entry
+-- node: idem refuses SERIALIZABLE on Citus, see ErrSerializableOnCitus.)
 -- name: LockKeyOnly :one
 SELECT pg_try_advisory_xact_lock(sqlc.arg(lock_hi)::int, sqlc.arg(lock_lo)::int) AS locked,
        current_setting('transaction_isolation') AS isolation;
@@ -39,8 +42,9 @@ SELECT pg_try_advisory_xact_lock(sqlc.arg(lock_hi)::int, sqlc.arg(lock_lo)::int)
 -- on Citus the wait is on the node that holds the key's shard.
 -- name: AwaitKey :one
 SELECT pg_advisory_xact_lock(sqlc.arg(lock_hi)::int, sqlc.arg(lock_lo)::int)::text = '' AS granted,
-       ((SELECT k.status FROM idempotency_keys AS k
-        WHERE k.scope = sqlc.arg(scope)::text AND k.key = sqlc.arg(key)::text) IS NOT NULL)::boolean AS present;
+       (count(*) > 0)::boolean AS present
+FROM idempotency_keys
+WHERE scope = sqlc.arg(scope)::text AND key = sqlc.arg(key)::text;
 
 -- The key's row: in the claim's flight, right after LockKey, the row that decides the
 -- claim (under READ COMMITTED its snapshot is taken once LockKey's lock is held; under
@@ -94,44 +98,48 @@ VALUES (sqlc.arg(scope), sqlc.arg(key), sqlc.arg(operation), sqlc.arg(fingerprin
 -- completed). The snapshot predates the lock, so a row committed in between is invisible to
 -- LockKey; this statement surfaces it: a conflict with a row our snapshot cannot see fails
 -- with 40001 (the transaction is retried and replays it), a visible one that is not
--- takeable updates nothing (0 rows: retried likewise).
+-- takeable updates nothing (0 rows: retried likewise). The time is taken once, in VALUES,
+-- and the ON CONFLICT clause reads it back as excluded.*: on a distributed table Citus
+-- refuses any function that is not IMMUTABLE there.
 -- name: ClaimKeyRow :execrows
-INSERT INTO idempotency_keys AS k (scope, key, operation, fingerprint, status, expires_at)
-VALUES (sqlc.arg(scope), sqlc.arg(key), sqlc.arg(operation), sqlc.arg(fingerprint), 'processing',
-        now() + sqlc.arg(retention_us)::bigint * interval '1 microsecond')
+INSERT INTO idempotency_keys AS k (scope, key, operation, fingerprint, status, leased_until,
+                                   created_at, expires_at)
+VALUES (sqlc.arg(scope), sqlc.arg(key), sqlc.arg(operation), sqlc.arg(fingerprint), 'processing', now(),
+        now(), now() + sqlc.arg(retention_us)::bigint * interval '1 microsecond')
 ON CONFLICT (scope, key) DO UPDATE
 SET operation = excluded.operation, fingerprint = excluded.fingerprint, status = 'processing',
-    lease_token = 0, leased_until = now(), response_status = NULL, response_headers = NULL,
-    response_body = NULL, created_at = now(), completed_at = NULL, expires_at = excluded.expires_at
-WHERE k.expires_at <= now() AND k.status = 'completed'
-   OR k.status = 'processing' AND k.leased_until <= now();
+    lease_token = 0, leased_until = excluded.leased_until, response_status = NULL, response_headers = NULL,
+    response_body = NULL, created_at = excluded.created_at, completed_at = NULL, expires_at = excluded.expires_at
+WHERE k.expires_at <= excluded.created_at AND k.status = 'completed'
+   OR k.status = 'processing' AND k.leased_until <= excluded.created_at;
 
 -- Step 5 over an existing row: a takeover (past retention, or a v1 claim past its lease) or
 -- our own ClaimKeyRow row ('processing' with a lease that ended when it was written: only
--- ever visible to the transaction that wrote it). No row written: another writer completed the key meanwhile; the statement
--- then raises (22P02, "taken by another writer"), which aborts the transaction and the
--- COMMIT behind it.
+-- ever visible to the transaction that wrote it). When the row is neither, another writer
+-- completed the key meanwhile: the SET's CASE then raises (22P02, "taken by another
+-- writer"), which aborts the transaction and the COMMIT behind it. The times are taken
+-- once, in VALUES, and compared as excluded.completed_at (Citus refuses any function that
+-- is not IMMUTABLE in an ON CONFLICT clause); one statement with no CTE, so that Citus
+-- routes it by its VALUES under generic plans too.
 -- name: CompleteKeyOver :one
-WITH done AS (
-    INSERT INTO idempotency_keys AS k (scope, key, operation, fingerprint, status,
-                                       response_status, response_headers, response_body,
-                                       created_at, completed_at, expires_at)
-    VALUES (sqlc.arg(scope), sqlc.arg(key), sqlc.arg(operation), sqlc.arg(fingerprint), 'completed',
-            sqlc.arg(response_status), sqlc.arg(response_headers), sqlc.arg(response_body),
-            statement_timestamp(), statement_timestamp(),
-            statement_timestamp() + sqlc.arg(retention_us)::bigint * interval '1 microsecond')
-    ON CONFLICT (scope, key) DO UPDATE
-    SET operation = excluded.operation, fingerprint = excluded.fingerprint, status = 'completed',
-        lease_token = 0, leased_until = excluded.completed_at, response_status = excluded.response_status,
-        response_headers = excluded.response_headers, response_body = excluded.response_body,
-        created_at = excluded.created_at, completed_at = excluded.completed_at,
-        expires_at = excluded.expires_at
-    WHERE k.status = 'processing' AND k.leased_until <= now()
-       OR k.status = 'completed' AND k.expires_at <= now()
-    RETURNING 1
-)
-SELECT (CASE WHEN count(*) = 1 THEN '1' ELSE 'idempotency key taken by another writer' END)::int AS completed
-FROM done;
+INSERT INTO idempotency_keys AS k (scope, key, operation, fingerprint, status,
+                                   response_status, response_headers, response_body,
+                                   created_at, completed_at, expires_at)
+VALUES (sqlc.arg(scope), sqlc.arg(key), sqlc.arg(operation), sqlc.arg(fingerprint), 'completed',
+        sqlc.arg(response_status), sqlc.arg(response_headers), sqlc.arg(response_body),
+        statement_timestamp(), statement_timestamp(),
+        statement_timestamp() + sqlc.arg(retention_us)::bigint * interval '1 microsecond')
+ON CONFLICT (scope, key) DO UPDATE
+SET operation = excluded.operation, fingerprint = excluded.fingerprint,
+    status = CASE WHEN k.status = 'processing' AND k.leased_until <= excluded.completed_at
+                    OR k.status = 'completed' AND k.expires_at <= excluded.completed_at
+                  THEN 'completed'
+                  ELSE ('idempotency key taken by another writer (' || k.status || ')')::int::text END,
+    lease_token = 0, leased_until = excluded.completed_at, response_status = excluded.response_status,
+    response_headers = excluded.response_headers, response_body = excluded.response_body,
+    created_at = excluded.created_at, completed_at = excluded.completed_at,
+    expires_at = excluded.expires_at
+RETURNING 1::int AS completed;
 
 -- Deletes at most batch_size rows past retention (completed, or v1 claims past their lease
 -- too). Call in a loop until it returns 0. No row locks are taken up front (no FOR UPDATE

@@ -14,8 +14,9 @@ import (
 
 const awaitKey = `-- name: AwaitKey :one
 SELECT pg_advisory_xact_lock($1::int, $2::int)::text = '' AS granted,
-       ((SELECT k.status FROM idempotency_keys AS k
-        WHERE k.scope = $3::text AND k.key = $4::text) IS NOT NULL)::boolean AS present
+       (count(*) > 0)::boolean AS present
+FROM idempotency_keys
+WHERE scope = $3::text AND key = $4::text
 `
 
 type AwaitKeyParams struct {
@@ -49,15 +50,16 @@ func (q *Queries) AwaitKey(ctx context.Context, arg AwaitKeyParams) (AwaitKeyRow
 }
 
 const claimKeyRow = `-- name: ClaimKeyRow :execrows
-INSERT INTO idempotency_keys AS k (scope, key, operation, fingerprint, status, expires_at)
-VALUES ($1, $2, $3, $4, 'processing',
-        now() + $5::bigint * interval '1 microsecond')
+INSERT INTO idempotency_keys AS k (scope, key, operation, fingerprint, status, leased_until,
+                                   created_at, expires_at)
+VALUES ($1, $2, $3, $4, 'processing', now(),
+        now(), now() + $5::bigint * interval '1 microsecond')
 ON CONFLICT (scope, key) DO UPDATE
 SET operation = excluded.operation, fingerprint = excluded.fingerprint, status = 'processing',
-    lease_token = 0, leased_until = now(), response_status = NULL, response_headers = NULL,
-    response_body = NULL, created_at = now(), completed_at = NULL, expires_at = excluded.expires_at
-WHERE k.expires_at <= now() AND k.status = 'completed'
-   OR k.status = 'processing' AND k.leased_until <= now()
+    lease_token = 0, leased_until = excluded.leased_until, response_status = NULL, response_headers = NULL,
+    response_body = NULL, created_at = excluded.created_at, completed_at = NULL, expires_at = excluded.expires_at
+WHERE k.expires_at <= excluded.created_at AND k.status = 'completed'
+   OR k.status = 'processing' AND k.leased_until <= excluded.created_at
 `
 
 type ClaimKeyRowParams struct {
@@ -73,7 +75,9 @@ type ClaimKeyRowParams struct {
 // completed). The snapshot predates the lock, so a row committed in between is invisible to
 // LockKey; this statement surfaces it: a conflict with a row our snapshot cannot see fails
 // with 40001 (the transaction is retried and replays it), a visible one that is not
-// takeable updates nothing (0 rows: retried likewise).
+// takeable updates nothing (0 rows: retried likewise). The time is taken once, in VALUES,
+// and the ON CONFLICT clause reads it back as excluded.*: on a distributed table Citus
+// refuses any function that is not IMMUTABLE there.
 func (q *Queries) ClaimKeyRow(ctx context.Context, arg ClaimKeyRowParams) (int64, error) {
 	result, err := q.db.Exec(ctx, claimKeyRow,
 		arg.Scope,
@@ -127,26 +131,24 @@ func (q *Queries) CompleteKey(ctx context.Context, arg CompleteKeyParams) error 
 }
 
 const completeKeyOver = `-- name: CompleteKeyOver :one
-WITH done AS (
-    INSERT INTO idempotency_keys AS k (scope, key, operation, fingerprint, status,
-                                       response_status, response_headers, response_body,
-                                       created_at, completed_at, expires_at)
-    VALUES ($1, $2, $3, $4, 'completed',
-            $5, $6, $7,
-            statement_timestamp(), statement_timestamp(),
-            statement_timestamp() + $8::bigint * interval '1 microsecond')
-    ON CONFLICT (scope, key) DO UPDATE
-    SET operation = excluded.operation, fingerprint = excluded.fingerprint, status = 'completed',
-        lease_token = 0, leased_until = excluded.completed_at, response_status = excluded.response_status,
-        response_headers = excluded.response_headers, response_body = excluded.response_body,
-        created_at = excluded.created_at, completed_at = excluded.completed_at,
-        expires_at = excluded.expires_at
-    WHERE k.status = 'processing' AND k.leased_until <= now()
-       OR k.status = 'completed' AND k.expires_at <= now()
-    RETURNING 1
-)
-SELECT (CASE WHEN count(*) = 1 THEN '1' ELSE 'idempotency key taken by another writer' END)::int AS completed
-FROM done
+INSERT INTO idempotency_keys AS k (scope, key, operation, fingerprint, status,
+                                   response_status, response_headers, response_body,
+                                   created_at, completed_at, expires_at)
+VALUES ($1, $2, $3, $4, 'completed',
+        $5, $6, $7,
+        statement_timestamp(), statement_timestamp(),
+        statement_timestamp() + $8::bigint * interval '1 microsecond')
+ON CONFLICT (scope, key) DO UPDATE
+SET operation = excluded.operation, fingerprint = excluded.fingerprint,
+    status = CASE WHEN k.status = 'processing' AND k.leased_until <= excluded.completed_at
+                    OR k.status = 'completed' AND k.expires_at <= excluded.completed_at
+                  THEN 'completed'
+                  ELSE ('idempotency key taken by another writer (' || k.status || ')')::int::text END,
+    lease_token = 0, leased_until = excluded.completed_at, response_status = excluded.response_status,
+    response_headers = excluded.response_headers, response_body = excluded.response_body,
+    created_at = excluded.created_at, completed_at = excluded.completed_at,
+    expires_at = excluded.expires_at
+RETURNING 1::int AS completed
 `
 
 type CompleteKeyOverParams struct {
@@ -162,9 +164,12 @@ type CompleteKeyOverParams struct {
 
 // Step 5 over an existing row: a takeover (past retention, or a v1 claim past its lease) or
 // our own ClaimKeyRow row ('processing' with a lease that ended when it was written: only
-// ever visible to the transaction that wrote it). No row written: another writer completed the key meanwhile; the statement
-// then raises (22P02, "taken by another writer"), which aborts the transaction and the
-// COMMIT behind it.
+// ever visible to the transaction that wrote it). When the row is neither, another writer
+// completed the key meanwhile: the SET's CASE then raises (22P02, "taken by another
+// writer"), which aborts the transaction and the COMMIT behind it. The times are taken
+// once, in VALUES, and compared as excluded.completed_at (Citus refuses any function that
+// is not IMMUTABLE in an ON CONFLICT clause); one statement with no CTE, so that Citus
+// routes it by its VALUES under generic plans too.
 func (q *Queries) CompleteKeyOver(ctx context.Context, arg CompleteKeyOverParams) (int32, error) {
 	row := q.db.QueryRow(ctx, completeKeyOver,
 		arg.Scope,
@@ -420,8 +425,9 @@ const lockKey = `-- name: LockKey :one
 
 SELECT pg_try_advisory_xact_lock($1::int, $2::int) AS locked,
        current_setting('transaction_isolation') AS isolation,
-       ((SELECT k.status FROM idempotency_keys AS k
-        WHERE k.scope = $3::text AND k.key = $4::text) IS NOT NULL)::boolean AS present
+       (count(*) > 0)::boolean AS present
+FROM idempotency_keys
+WHERE scope = $3::text AND key = $4::text
 `
 
 type LockKeyParams struct {
@@ -453,7 +459,9 @@ type LockKeyRow struct {
 // through; a lock in a statement of its own would be taken on the entry node. The row
 // read here (present: there is one) does not decide the claim: this statement's
 // snapshot is taken before its lock is granted, so GetKey, the next statement of the same
-// flight, reads the row again and decides (idem/claim.go).
+// flight, reads the row again and decides (idem/claim.go). An aggregate over the key's
+// row, not a scalar subquery: a query with a subquery is not one Citus can route under
+// generic plans (its fast path takes one table, filtered by scope equality).
 func (q *Queries) LockKey(ctx context.Context, arg LockKeyParams) (LockKeyRow, error) {
 	row := q.db.QueryRow(ctx, lockKey,
 		arg.LockHi,
@@ -484,8 +492,8 @@ type LockKeyOnlyRow struct {
 // Step 3 under SERIALIZABLE: the lock alone. Reading the key's row through the primary key
 // would take a predicate lock on its index page, and the completions of requests on other
 // keys of that page would then fail each other with 40001; ClaimKeyRow (whose conflict check
-// takes no predicate lock) finds the row instead. (Citus runs no distributed transaction at
-// SERIALIZABLE: there, every request uses LockKey.)
+// takes no predicate lock) finds the row instead. (Alone, the lock is taken on the entry
+// node: idem refuses SERIALIZABLE on Citus, see ErrSerializableOnCitus.)
 func (q *Queries) LockKeyOnly(ctx context.Context, arg LockKeyOnlyParams) (LockKeyOnlyRow, error) {
 	row := q.db.QueryRow(ctx, lockKeyOnly, arg.LockHi, arg.LockLo)
 	var i LockKeyOnlyRow
