@@ -11,3 +11,11 @@ import _ "embed"
 //
 //go:embed schema.sql
 var Schema string
+
+// CitusSchema is schema_citus.sql: the statements that distribute idempotency_keys by
+// scope on a Citus cluster (run on the coordinator after [Schema]), with a note on
+// co-locating a service's own tables by the same tenant column. Printed by
+// `idemgen schema -citus`.
+//
+//go:embed schema_citus.sql
+var CitusSchema string

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/idemgen/idemgen"
 	"github.com/idemgen/idemgen/internal/citustest"
 )
 
@@ -40,7 +41,8 @@ func newCitusEnv(t *testing.T) *citusEnv {
 	}
 	for _, q := range []string{
 		`CREATE TABLE business (scope text NOT NULL, id bigserial, key text, payload text NOT NULL, PRIMARY KEY (scope, id))`,
-		`SELECT create_distributed_table('idempotency_keys', 'scope')`,
+		idemgen.CitusSchema, // what `idemgen schema -citus` prints
+		idemgen.CitusSchema, // re-runnable
 		`SELECT create_distributed_table('business', 'scope', colocate_with => 'idempotency_keys')`,
 	} {
 		if _, err := pool.Exec(ctx, q); err != nil {

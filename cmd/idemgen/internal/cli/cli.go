@@ -30,7 +30,8 @@ operations carry x-idempotent markers.
 
 Usage:
   idemgen generate [flags] SPEC   write the handlers (idemgen generate -h)
-  idemgen schema                  print schema.sql (the idempotency_keys table)
+  idemgen schema [-citus]         print schema.sql (the idempotency_keys table), or
+                                  with -citus its distribution on a Citus cluster
   idemgen purge [flags]           delete expired idempotency keys, e.g. from cron
   idemgen keys show SCOPE KEY     print one idempotency key's row (idemgen keys -h)
   idemgen keys held               list the claims held now, oldest first

@@ -175,6 +175,10 @@ func TestSchema(t *testing.T) {
 	if code != ExitOK || stdout != idemgen.Schema {
 		t.Errorf("schema: exit %d, output differs from schema.sql", code)
 	}
+	code, stdout, _ = run("schema", "-citus")
+	if code != ExitOK || stdout != idemgen.CitusSchema || !strings.Contains(stdout, "create_distributed_table('idempotency_keys', 'scope')") {
+		t.Errorf("schema -citus: exit %d, output differs from schema_citus.sql", code)
+	}
 }
 
 // The -check diff applies with git apply / patch: a missing file is a pure addition, and a

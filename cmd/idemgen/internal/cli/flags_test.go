@@ -85,7 +85,8 @@ func TestMistypedFlag(t *testing.T) {
 		{[]string{"generate", "-bogus"}, "idemgen generate: unknown flag -bogus" + genHelp},
 		{[]string{"generate", "-o"}, "idemgen generate: flag needs an argument: -o" + genHelp},
 		{[]string{"purge", "-dryrun"}, "idemgen purge: unknown flag -dryrun (did you mean -dry-run?); run 'idemgen purge -help' for usage\n"},
-		{[]string{"schema", "-o", "x"}, "idemgen schema: unknown flag -o (it takes no flags); run 'idemgen schema -help' for usage\n"},
+		{[]string{"version", "-o", "x"}, "idemgen version: unknown flag -o (it takes no flags); run 'idemgen version -help' for usage\n"},
+		{[]string{"schema", "-citsu"}, "idemgen schema: unknown flag -citsu (did you mean -citus?); run 'idemgen schema -help' for usage\n"},
 		// A flag that begins exactly one flag.
 		{[]string{"generate", "-ch"}, "idemgen generate: unknown flag -ch (did you mean -check?)" + genHelp},
 		{[]string{"generate", "-c"}, "idemgen generate: unknown flag -c" + genHelp}, // -check, -client

@@ -209,6 +209,8 @@ func keysShow(ctx context.Context, store *idem.Store, scope, key string, asJSON 
 type heldJSON struct {
 	LockID          int64     `json:"lock_id"`
 	PID             int       `json:"pid"`
+	Node            int       `json:"node,omitempty"`       // Citus: the entry node's id
+	GlobalPID       int64     `json:"global_pid,omitempty"` // Citus: the cluster-wide pid
 	State           string    `json:"state"`
 	ApplicationName string    `json:"application_name"`
 	ClientAddr      string    `json:"client_addr"`
@@ -227,7 +229,7 @@ func keysHeld(ctx context.Context, store *idem.Store, asJSON bool, stdout, stder
 	if asJSON {
 		out := make([]heldJSON, len(held))
 		for i, h := range held {
-			out[i] = heldJSON{LockID: h.LockID, PID: h.PID, State: h.State, ApplicationName: h.ApplicationName,
+			out[i] = heldJSON{LockID: h.LockID, PID: h.PID, Node: h.Node, GlobalPID: h.GlobalPID, State: h.State, ApplicationName: h.ApplicationName,
 				ClientAddr: h.ClientAddr, Since: h.Since.UTC(), HeldSeconds: h.Held.Seconds(), IdleSeconds: h.Idle.Seconds(), Stale: h.Stale}
 		}
 		enc := json.NewEncoder(stdout)
@@ -239,7 +241,13 @@ func keysHeld(ctx context.Context, store *idem.Store, asJSON bool, stdout, stder
 		fmt.Fprintln(stdout, "no claims held")
 		return ExitOK
 	}
+	// On a Citus cluster the holders are sessions on several nodes: NODE is the one a
+	// holder entered through (its pid is that node's), GPID its cluster-wide pid.
+	cluster := held[0].Node != 0
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	if cluster {
+		fmt.Fprint(w, "NODE\tGPID\t")
+	}
 	fmt.Fprintln(w, "PID\tHELD\tIDLE\tSTATE\tLOCK\tCLIENT\t")
 	stale := 0
 	for _, h := range held {
@@ -250,6 +258,9 @@ func keysHeld(ctx context.Context, store *idem.Store, asJSON bool, stdout, stder
 		client := h.ApplicationName
 		if h.ClientAddr != "" {
 			client = strings.TrimSpace(client + " " + h.ClientAddr)
+		}
+		if cluster {
+			fmt.Fprintf(w, "%d\t%d\t", h.Node, h.GlobalPID)
 		}
 		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", h.PID, h.Held.Round(time.Millisecond), h.Idle.Round(time.Millisecond),
 			h.State, h.LockID, client, mark)
