@@ -81,7 +81,9 @@ SELECT operation,
 FROM idempotency_keys
 WHERE scope = sqlc.arg(scope) AND key = sqlc.arg(key);
 
--- Step 5, fresh key: the key's row born completed, sent with COMMIT in one flight. A unique
+-- Step 5, fresh key: the key's row born completed, sent with COMMIT in one flight. Its
+-- created_at is the transaction's start (now()): the claim, whose BEGIN opened it;
+-- completed_at and expires_at count from the completion. A unique
 -- violation (23505) means another writer won (one that did not take our lock): the error
 -- aborts the transaction, so the COMMIT queued behind it cannot commit the business writes.
 -- name: CompleteKey :exec
@@ -90,7 +92,7 @@ INSERT INTO idempotency_keys (scope, key, operation, fingerprint, status,
                               created_at, completed_at, expires_at)
 VALUES (sqlc.arg(scope), sqlc.arg(key), sqlc.arg(operation), sqlc.arg(fingerprint), 'completed',
         sqlc.arg(response_status), sqlc.arg(response_headers), sqlc.arg(response_body),
-        statement_timestamp(), statement_timestamp(),
+        now(), statement_timestamp(),
         statement_timestamp() + sqlc.arg(retention_us)::bigint * interval '1 microsecond');
 
 -- Under REPEATABLE READ and SERIALIZABLE, before the business runs: the key's row as
@@ -127,7 +129,7 @@ INSERT INTO idempotency_keys AS k (scope, key, operation, fingerprint, status,
                                    created_at, completed_at, expires_at)
 VALUES (sqlc.arg(scope), sqlc.arg(key), sqlc.arg(operation), sqlc.arg(fingerprint), 'completed',
         sqlc.arg(response_status), sqlc.arg(response_headers), sqlc.arg(response_body),
-        statement_timestamp(), statement_timestamp(),
+        now(), statement_timestamp(),
         statement_timestamp() + sqlc.arg(retention_us)::bigint * interval '1 microsecond')
 ON CONFLICT (scope, key) DO UPDATE
 SET operation = excluded.operation, fingerprint = excluded.fingerprint,

@@ -98,7 +98,7 @@ INSERT INTO idempotency_keys (scope, key, operation, fingerprint, status,
                               created_at, completed_at, expires_at)
 VALUES ($1, $2, $3, $4, 'completed',
         $5, $6, $7,
-        statement_timestamp(), statement_timestamp(),
+        now(), statement_timestamp(),
         statement_timestamp() + $8::bigint * interval '1 microsecond')
 `
 
@@ -113,7 +113,9 @@ type CompleteKeyParams struct {
 	RetentionUs     int64
 }
 
-// Step 5, fresh key: the key's row born completed, sent with COMMIT in one flight. A unique
+// Step 5, fresh key: the key's row born completed, sent with COMMIT in one flight. Its
+// created_at is the transaction's start (now()): the claim, whose BEGIN opened it;
+// completed_at and expires_at count from the completion. A unique
 // violation (23505) means another writer won (one that did not take our lock): the error
 // aborts the transaction, so the COMMIT queued behind it cannot commit the business writes.
 func (q *Queries) CompleteKey(ctx context.Context, arg CompleteKeyParams) error {
@@ -136,7 +138,7 @@ INSERT INTO idempotency_keys AS k (scope, key, operation, fingerprint, status,
                                    created_at, completed_at, expires_at)
 VALUES ($1, $2, $3, $4, 'completed',
         $5, $6, $7,
-        statement_timestamp(), statement_timestamp(),
+        now(), statement_timestamp(),
         statement_timestamp() + $8::bigint * interval '1 microsecond')
 ON CONFLICT (scope, key) DO UPDATE
 SET operation = excluded.operation, fingerprint = excluded.fingerprint,

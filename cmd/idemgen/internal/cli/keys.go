@@ -38,9 +38,13 @@ unquoted, a uuid key in lowercase. Exit status 1 when the key has no row.
 keys held lists the claims held now (requests inside their transaction, on every
 replica), oldest first: the holder's backend pid (pg_terminate_backend(pid) ends it and
 frees its key at once, rolling its work back), state, how long held and idle, and
-STALE for those held past -stale-after (default 30s, idem's default lease). The key
-itself is not in the database until the request completes: a claim shows its lock
-value (idem.LockID(scope, key)).
+STALE for those held past -stale-after (default 30s, idem's default lease). It cannot
+name the key: a claim is a transaction-scoped lock on a 64-bit hash of scope and key
+(idem.LockID(scope, key), the LOCK column), the key reaches the database only with the
+completion, in the same commit, and a hash does not give the key back. To ask about one
+key, run keys show SCOPE KEY ("held now"). On a Citus cluster it lists the claims held on
+every node, with the node each holder entered through (NODE) and its global pid (GPID:
+pg_terminate_backend(GPID) from any node).
 
 With -json the output is one JSON object (show) or array (held).
 The connection string is -database-url, else the DATABASE_URL environment variable.
