@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -338,4 +341,92 @@ func TestCitusAuditFindsOrphans(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCitusQueriesSingleShard plans every statement of db/queries.sql that a request runs
+// (all but the audit's), through the coordinator and through a worker, with values and
+// with a generic plan, and wants each to be one task: routed to the account's shard.
+// StarPayment is planned with values only: it runs in the simple protocol (star.go).
+func TestCitusQueriesSingleShard(t *testing.T) {
+	e := newCitusEnv(t)
+	src, err := os.ReadFile("../db/queries.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]string{
+		"account_id": "'acct_1'", "scope": "'acct_1'", "idempotency_scope": "'acct_1'",
+		"id": "'pay_1'", "payment_id": "'pay_1'", "amount": "1", "currency": "'EUR'",
+		"description": "NULL", "idempotency_key": "'k'", "key_prefix": "'k'",
+	}
+	arg := regexp.MustCompile(`sqlc\.n?arg\((\w+)\)`)
+	queries := regexp.MustCompile(`(?s)-- name: (\w+) :\w+\n(.*?);\n`).FindAllStringSubmatch(string(src), -1)
+	planned := 0
+	for _, q := range queries {
+		name, sql := q[1], q[2]
+		if strings.HasPrefix(name, "Audit") {
+			continue // reads every shard, by design
+		}
+		var lines []string
+		for _, l := range strings.Split(sql, "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(l), "--") {
+				lines = append(lines, l)
+			}
+		}
+		sql = strings.Join(lines, "\n")
+		var params, args []string
+		generic := arg.ReplaceAllStringFunc(sql, func(m string) string {
+			a := arg.FindStringSubmatch(m)[1]
+			if i := slices.Index(params, a); i >= 0 {
+				return fmt.Sprintf("$%d", i+1)
+			}
+			params = append(params, a)
+			args = append(args, values[a])
+			return fmt.Sprintf("$%d", len(params))
+		})
+		custom := arg.ReplaceAllStringFunc(sql, func(m string) string {
+			v, ok := values[arg.FindStringSubmatch(m)[1]]
+			if !ok {
+				t.Fatalf("%s: no value for %s", name, m)
+			}
+			return v
+		})
+		for node, url := range []string{e.cluster.Coordinator, e.cluster.Workers[0]} {
+			conn, err := e.pool(t, url, nil, false).Acquire(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			plans := map[string]string{"values": explain(t, conn, "EXPLAIN "+custom)}
+			if name != "StarPayment" {
+				for _, q := range []string{"SET plan_cache_mode = force_generic_plan", "PREPARE q AS " + generic} {
+					if _, err := conn.Exec(context.Background(), q); err != nil {
+						t.Fatalf("%s: %s: %v", name, q, err)
+					}
+				}
+				plans["generic"] = explain(t, conn, "EXPLAIN EXECUTE q("+strings.Join(args, ", ")+")")
+			}
+			conn.Release()
+			for mode, plan := range plans {
+				if !strings.Contains(plan, "Task Count: 1\n") {
+					t.Errorf("%s through node %d, planned with %s: not one task:\n%s", name, node, mode, plan)
+				}
+			}
+		}
+		planned++
+	}
+	if planned < 7 {
+		t.Fatalf("planned %d statements of queries.sql; want every request's (7 or more)", planned)
+	}
+}
+
+func explain(t *testing.T, conn *pgxpool.Conn, q string) string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), q)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return strings.Join(lines, "\n") + "\n"
 }
