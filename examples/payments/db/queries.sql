@@ -138,7 +138,10 @@ UNION ALL
 
 -- name: StarPayment :one
 -- One autocommitted statement: the star is counted (committed) before the Redis store
--- completes the key. No row: no such payment in the account.
+-- completes the key. No row: no such payment in the account. On Citus the INSERT ...
+-- SELECT runs on the account's shard when planned with its values: the service sends it
+-- in the simple protocol (SimpleProtocol), since Citus plans it generically with
+-- parameters not at all ("could not create distributed plan").
 INSERT INTO payment_stars (account_id, payment_id, stars)
 SELECT p.account_id, p.id, 1 FROM payments p WHERE p.account_id = sqlc.arg(account_id) AND p.id = sqlc.arg(id)
 ON CONFLICT (account_id, payment_id) DO UPDATE SET stars = payment_stars.stars + 1

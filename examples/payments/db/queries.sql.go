@@ -412,7 +412,10 @@ type StarPaymentRow struct {
 }
 
 // One autocommitted statement: the star is counted (committed) before the Redis store
-// completes the key. No row: no such payment in the account.
+// completes the key. No row: no such payment in the account. On Citus the INSERT ...
+// SELECT runs on the account's shard when planned with its values: the service sends it
+// in the simple protocol (SimpleProtocol), since Citus plans it generically with
+// parameters not at all ("could not create distributed plan").
 func (q *Queries) StarPayment(ctx context.Context, arg StarPaymentParams) (StarPaymentRow, error) {
 	row := q.db.QueryRow(ctx, starPayment, arg.AccountID, arg.ID)
 	var i StarPaymentRow

@@ -24,7 +24,7 @@ import (
 const benchConcurrency = 16
 
 // benchRounds is how many times BenchmarkCitusVsPostgres measures each database, in turn.
-const benchRounds = 3
+const benchRounds = 5
 
 // BenchmarkCitusVsPostgres measures the example's throughput of fresh payments (POST
 // /payments, each request its own key and account) on one PostgreSQL and on the Citus
