@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -429,4 +430,23 @@ func explain(t *testing.T, conn *pgxpool.Conn, q string) string {
 		t.Fatalf("%s: %v", q, err)
 	}
 	return strings.Join(lines, "\n") + "\n"
+}
+
+// TestCitusDistributeRefusesAnotherLayout: citus.sql leaves the tables it distributed as
+// they are (newCitusEnv runs it twice), and refuses one distributed by another column,
+// naming the statement that redistributes it.
+func TestCitusDistributeRefusesAnotherLayout(t *testing.T) {
+	e := newCitusEnv(t)
+	ctx := context.Background()
+	if _, err := e.admin.Exec(ctx, `SELECT alter_distributed_table('payment_stars', distribution_column => 'payment_id')`); err != nil {
+		t.Fatal(err)
+	}
+	err := db.Distribute(ctx, e.admin)
+	if err == nil || !strings.Contains(err.Error(), "payment_stars is distributed by payment_id, not by account_id co-located with idempotency_keys") {
+		t.Fatalf("citus.sql on payment_stars distributed by payment_id: %v; want a refusal", err)
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || !strings.Contains(pgErr.Hint, "alter_distributed_table('payment_stars', distribution_column => 'account_id', colocate_with => 'idempotency_keys')") {
+		t.Fatalf("refusal %#v: want a hint with the statement that redistributes it", pgErr)
+	}
 }
