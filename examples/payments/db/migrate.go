@@ -9,7 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Schema is schema.sql: the payments and refunds tables. Every statement is re-runnable.
+// Schema is schema.sql: the payments, refunds and payment_stars tables, keyed by account.
+// Every statement is re-runnable.
 //
 //go:embed schema.sql
 var Schema string

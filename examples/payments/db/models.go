@@ -20,13 +20,9 @@ type Payment struct {
 	CreatedAt        pgtype.Timestamptz
 }
 
-type PaymentStar struct {
-	PaymentID string
-	Stars     int64
-}
-
 type Refund struct {
 	ID               string
+	AccountID        string
 	PaymentID        string
 	Amount           int64
 	IdempotencyScope string

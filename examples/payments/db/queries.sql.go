@@ -13,17 +13,18 @@ import (
 
 const addRefunded = `-- name: AddRefunded :one
 UPDATE payments SET amount_refunded = amount_refunded + $1
-WHERE id = $2
+WHERE id = $2 AND account_id = $3
 RETURNING id, account_id, amount, currency, description, amount_refunded, idempotency_scope, idempotency_key, created_at
 `
 
 type AddRefundedParams struct {
-	Amount int64
-	ID     string
+	Amount    int64
+	ID        string
+	AccountID string
 }
 
 func (q *Queries) AddRefunded(ctx context.Context, arg AddRefundedParams) (Payment, error) {
-	row := q.db.QueryRow(ctx, addRefunded, arg.Amount, arg.ID)
+	row := q.db.QueryRow(ctx, addRefunded, arg.Amount, arg.ID, arg.AccountID)
 	var i Payment
 	err := row.Scan(
 		&i.ID,
@@ -44,13 +45,13 @@ const auditPaymentSamples = `-- name: AuditPaymentSamples :many
    FROM idempotency_keys k
   WHERE k.operation = 'createPayment' AND k.status = 'completed' AND k.response_status = 201
     AND NOT EXISTS (SELECT 1 FROM payments p
-                     WHERE p.idempotency_scope = k.scope AND p.idempotency_key = k.key)
+                     WHERE p.account_id = k.scope AND p.idempotency_scope = k.scope AND p.idempotency_key = k.key)
   ORDER BY k.scope, k.key LIMIT $1)
 UNION ALL
 (SELECT DISTINCT 'row without a key'::text, p.idempotency_scope, p.idempotency_key
    FROM payments p
   WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys k
-                     WHERE k.scope = p.idempotency_scope AND k.key = p.idempotency_key
+                     WHERE k.scope = p.account_id AND k.scope = p.idempotency_scope AND k.key = p.idempotency_key
                        AND k.operation = 'createPayment' AND k.status = 'completed'
                        AND k.response_status = 201)
   ORDER BY p.idempotency_scope, p.idempotency_key LIMIT $1)
@@ -98,11 +99,11 @@ SELECT
     (SELECT count(*) FROM idempotency_keys k
       WHERE k.operation = 'createPayment' AND k.status = 'completed' AND k.response_status = 201
         AND NOT EXISTS (SELECT 1 FROM payments p
-                         WHERE p.idempotency_scope = k.scope AND p.idempotency_key = k.key)
+                         WHERE p.account_id = k.scope AND p.idempotency_scope = k.scope AND p.idempotency_key = k.key)
     )::bigint AS keys_without_row,
     (SELECT count(*) FROM payments p
       WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys k
-                         WHERE k.scope = p.idempotency_scope AND k.key = p.idempotency_key
+                         WHERE k.scope = p.account_id AND k.scope = p.idempotency_scope AND k.key = p.idempotency_key
                            AND k.operation = 'createPayment' AND k.status = 'completed'
                            AND k.response_status = 201)
     )::bigint AS rows_without_key,
@@ -125,6 +126,12 @@ type AuditPaymentsRow struct {
 // and must have no row). Each query returns the counts and at most max_samples offenders.
 // Rows whose key was purged after its retention, or whose key was reused after it, are
 // reported too: audit within the retention window, before purging.
+//
+// A key's rows are looked up by its scope in account_id as well as in idempotency_scope:
+// the scope is the account (service/account.go), and on Citus the tables join on their
+// distribution columns only (idempotency_keys by scope, the others by account_id). A row
+// whose account is not its scope (which the service never writes) has no key, and its key
+// no row: both are reported.
 func (q *Queries) AuditPayments(ctx context.Context) (AuditPaymentsRow, error) {
 	row := q.db.QueryRow(ctx, auditPayments)
 	var i AuditPaymentsRow
@@ -143,13 +150,13 @@ const auditRefundSamples = `-- name: AuditRefundSamples :many
    FROM idempotency_keys k
   WHERE k.operation = 'createRefund' AND k.status = 'completed' AND k.response_status = 201
     AND NOT EXISTS (SELECT 1 FROM refunds r
-                     WHERE r.idempotency_scope = k.scope AND r.idempotency_key = k.key)
+                     WHERE r.account_id = k.scope AND r.idempotency_scope = k.scope AND r.idempotency_key = k.key)
   ORDER BY k.scope, k.key LIMIT $1)
 UNION ALL
 (SELECT DISTINCT 'row without a key'::text, r.idempotency_scope, r.idempotency_key
    FROM refunds r
   WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys k
-                     WHERE k.scope = r.idempotency_scope AND k.key = r.idempotency_key
+                     WHERE k.scope = r.account_id AND k.scope = r.idempotency_scope AND k.key = r.idempotency_key
                        AND k.operation = 'createRefund' AND k.status = 'completed'
                        AND k.response_status = 201)
   ORDER BY r.idempotency_scope, r.idempotency_key LIMIT $1)
@@ -196,11 +203,11 @@ SELECT
     (SELECT count(*) FROM idempotency_keys k
       WHERE k.operation = 'createRefund' AND k.status = 'completed' AND k.response_status = 201
         AND NOT EXISTS (SELECT 1 FROM refunds r
-                         WHERE r.idempotency_scope = k.scope AND r.idempotency_key = k.key)
+                         WHERE r.account_id = k.scope AND r.idempotency_scope = k.scope AND r.idempotency_key = k.key)
     )::bigint AS keys_without_row,
     (SELECT count(*) FROM refunds r
       WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys k
-                         WHERE k.scope = r.idempotency_scope AND k.key = r.idempotency_key
+                         WHERE k.scope = r.account_id AND k.scope = r.idempotency_scope AND k.key = r.idempotency_key
                            AND k.operation = 'createRefund' AND k.status = 'completed'
                            AND k.response_status = 201)
     )::bigint AS rows_without_key,
@@ -233,7 +240,8 @@ func (q *Queries) AuditRefunds(ctx context.Context) (AuditRefundsRow, error) {
 
 const countPaymentsByKeyPrefix = `-- name: CountPaymentsByKeyPrefix :one
 SELECT count(*) FROM payments
-WHERE idempotency_scope = $1 AND starts_with(idempotency_key, $2::text)
+WHERE account_id = $1 AND idempotency_scope = $1
+  AND starts_with(idempotency_key, $2::text)
 `
 
 type CountPaymentsByKeyPrefixParams struct {
@@ -241,6 +249,9 @@ type CountPaymentsByKeyPrefixParams struct {
 	KeyPrefix string
 }
 
+// The payments of a scope whose key starts with key_prefix. The scope is the account
+// (service/account.go): naming it as account_id too keeps the count on the account's shard
+// on Citus, where a scope alone is every shard's business.
 func (q *Queries) CountPaymentsByKeyPrefix(ctx context.Context, arg CountPaymentsByKeyPrefixParams) (int64, error) {
 	row := q.db.QueryRow(ctx, countPaymentsByKeyPrefix, arg.Scope, arg.KeyPrefix)
 	var count int64
@@ -319,12 +330,13 @@ func (q *Queries) InsertPayment(ctx context.Context, arg InsertPaymentParams) (P
 }
 
 const insertRefund = `-- name: InsertRefund :one
-INSERT INTO refunds (payment_id, amount, idempotency_scope, idempotency_key)
-VALUES ($1, $2, $3, $4)
-RETURNING id, payment_id, amount, idempotency_scope, idempotency_key, created_at
+INSERT INTO refunds (account_id, payment_id, amount, idempotency_scope, idempotency_key)
+VALUES ($1, $2, $3, $4, $5)
+RETURNING id, account_id, payment_id, amount, idempotency_scope, idempotency_key, created_at
 `
 
 type InsertRefundParams struct {
+	AccountID        string
 	PaymentID        string
 	Amount           int64
 	IdempotencyScope string
@@ -333,6 +345,7 @@ type InsertRefundParams struct {
 
 func (q *Queries) InsertRefund(ctx context.Context, arg InsertRefundParams) (Refund, error) {
 	row := q.db.QueryRow(ctx, insertRefund,
+		arg.AccountID,
 		arg.PaymentID,
 		arg.Amount,
 		arg.IdempotencyScope,
@@ -341,6 +354,7 @@ func (q *Queries) InsertRefund(ctx context.Context, arg InsertRefundParams) (Ref
 	var i Refund
 	err := row.Scan(
 		&i.ID,
+		&i.AccountID,
 		&i.PaymentID,
 		&i.Amount,
 		&i.IdempotencyScope,
@@ -381,22 +395,30 @@ func (q *Queries) LockPayment(ctx context.Context, arg LockPaymentParams) (Payme
 }
 
 const starPayment = `-- name: StarPayment :one
-INSERT INTO payment_stars (payment_id, stars)
-SELECT p.id, 1 FROM payments p WHERE p.id = $1 AND p.account_id = $2
-ON CONFLICT (payment_id) DO UPDATE SET stars = payment_stars.stars + 1
+INSERT INTO payment_stars (account_id, payment_id, stars)
+SELECT p.account_id, p.id, 1 FROM payments p WHERE p.account_id = $1 AND p.id = $2
+ON CONFLICT (account_id, payment_id) DO UPDATE SET stars = payment_stars.stars + 1
 RETURNING payment_id, stars
 `
 
 type StarPaymentParams struct {
-	ID        string
 	AccountID string
+	ID        string
+}
+
+type StarPaymentRow struct {
+	PaymentID string
+	Stars     int64
 }
 
 // One autocommitted statement: the star is counted (committed) before the Redis store
-// completes the key. No row: no such payment in the account.
-func (q *Queries) StarPayment(ctx context.Context, arg StarPaymentParams) (PaymentStar, error) {
-	row := q.db.QueryRow(ctx, starPayment, arg.ID, arg.AccountID)
-	var i PaymentStar
+// completes the key. No row: no such payment in the account. On Citus the INSERT ...
+// SELECT runs on the account's shard when planned with its values: the service sends it
+// in the simple protocol (SimpleProtocol), since Citus plans it generically with
+// parameters not at all ("could not create distributed plan").
+func (q *Queries) StarPayment(ctx context.Context, arg StarPaymentParams) (StarPaymentRow, error) {
+	row := q.db.QueryRow(ctx, starPayment, arg.AccountID, arg.ID)
+	var i StarPaymentRow
 	err := row.Scan(&i.PaymentID, &i.Stars)
 	return i, err
 }

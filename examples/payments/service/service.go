@@ -211,12 +211,12 @@ func (s *server) CreateRefund(ctx context.Context, tx idem.Tx, req api.CreateRef
 		}, nil
 	}
 	r, err := q.InsertRefund(ctx, db.InsertRefundParams{
-		PaymentID: p.ID, Amount: req.Body.Amount, IdempotencyScope: key.Scope, IdempotencyKey: key.Key,
+		AccountID: p.AccountID, PaymentID: p.ID, Amount: req.Body.Amount, IdempotencyScope: key.Scope, IdempotencyKey: key.Key,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("insert refund: %w", err)
 	}
-	if _, err := q.AddRefunded(ctx, db.AddRefundedParams{ID: p.ID, Amount: r.Amount}); err != nil {
+	if _, err := q.AddRefunded(ctx, db.AddRefundedParams{AccountID: p.AccountID, ID: p.ID, Amount: r.Amount}); err != nil {
 		return nil, fmt.Errorf("update payment: %w", err)
 	}
 	if err := s.downstream(ctx); err != nil {

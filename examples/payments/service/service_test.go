@@ -424,6 +424,23 @@ func TestAuditFindsOrphans(t *testing.T) {
 	}
 }
 
+// A row whose account is not its scope (which the service never writes) has no key, and
+// its key no row: the audit reports both (it looks a key's rows up by account and scope,
+// the columns the tables are distributed by on Citus).
+func TestAuditRowOfAnotherAccount(t *testing.T) {
+	e := newEnv(t, service.Options{})
+	if r := e.do(req{"POST", "/payments", "acct_x", "k-moved", payment(700, "EUR")}); r.status != http.StatusCreated {
+		t.Fatal(r)
+	}
+	if _, err := e.pool.Exec(context.Background(), `UPDATE payments SET account_id = 'acct_y' WHERE idempotency_key = 'k-moved'`); err != nil {
+		t.Fatal(err)
+	}
+	rep := e.audit()
+	if p := rep.Payments; rep.OK() || p.KeysWithoutRow != 1 || p.RowsWithoutKey != 1 || p.KeysWithSeveralRows != 0 {
+		t.Errorf("audit:\n%s", rep)
+	}
+}
+
 func TestRejections(t *testing.T) {
 	e := newEnv(t, service.Options{MaxBodyBytes: 4096})
 	body := payment(1500, "EUR")

@@ -21,13 +21,17 @@ import (
 // statement commits on its own before it returns, and only then does the Redis store
 // complete the key: a lost completion can make a retry count the star again, never
 // replay a star that was not counted.
+//
+// The statement is an INSERT ... SELECT (the star is counted only for a payment of the
+// account), sent in the simple protocol: Citus routes it to the account's shard with its
+// values in its text, but cannot plan it generically with parameters (db.SimpleProtocol).
 func (s *server) StarPayment(ctx context.Context, req api.StarPaymentRequestObject) (api.StarPaymentResponseObject, error) {
 	if s.beforeStar != nil {
 		if err := s.beforeStar(ctx); err != nil {
 			return nil, fmt.Errorf("star payment: %w", err)
 		}
 	}
-	row, err := db.New(s.pool).StarPayment(ctx, db.StarPaymentParams{ID: req.Id, AccountID: mustAccount(ctx)})
+	row, err := db.New(db.SimpleProtocol(s.pool)).StarPayment(ctx, db.StarPaymentParams{ID: req.Id, AccountID: mustAccount(ctx)})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return api.StarPayment404ApplicationProblemPlusJSONResponse{NotFoundApplicationProblemPlusJSONResponse: notFound(req.Id)}, nil
 	}
