@@ -58,6 +58,7 @@ var multiShard = map[string]map[string]string{
 		"routing":      "the repeated-payload gauge: groups the recent keys of every tenant",
 		"generic-plan": "sent in pgx's simple protocol (idem's simpleProtocol): never a prepared statement",
 	},
+	"StarPayment": {"generic-plan": "the example sends it in pgx's simple protocol (db.SimpleProtocol): planned with its values, Citus routes it to the account's shard"},
 	// The example's audits count every tenant's rows: an operator's check, not a request.
 	"AuditPayments":       {"routing": "the audit: counts every tenant's rows", "generic-plan": "the audit: run rarely, by an operator"},
 	"AuditPaymentSamples": {"routing": "the audit: samples every tenant's rows", "generic-plan": "the audit: run rarely, by an operator"},
@@ -69,11 +70,11 @@ var multiShard = map[string]map[string]string{
 var statementFiles = []string{
 	"queries/idempotency_keys.sql",
 	"queries/citus/monitoring.sql",
-	// "examples/payments/db/queries.sql",
+	"examples/payments/db/queries.sql",
 }
 
 // distributionFiles distribute the tables (create_distributed_table calls).
-var distributionFiles = []string{"schema_citus.sql"}
+var distributionFiles = []string{"schema_citus.sql", "examples/payments/db/citus.sql"}
 
 func TestCitusDistributionContract(t *testing.T) {
 	dist := map[string]string{}
@@ -84,6 +85,11 @@ func TestCitusDistributionContract(t *testing.T) {
 	}
 	if dist["idempotency_keys"] != "scope" {
 		t.Fatalf("schema_citus.sql does not distribute idempotency_keys by scope: %v", dist)
+	}
+	for _, table := range []string{"payments", "refunds", "payment_stars"} {
+		if dist[table] != "account_id" {
+			t.Fatalf("examples/payments/db/citus.sql: no distribution of %s by account_id read (the file's form changed?): %v", table, dist)
+		}
 	}
 	checked := 0
 	for _, f := range statementFiles {
@@ -98,7 +104,7 @@ func TestCitusDistributionContract(t *testing.T) {
 			}
 		}
 	}
-	if checked < 15 {
+	if checked < 25 {
 		t.Fatalf("only %d statements read: the files moved?", checked)
 	}
 }
@@ -123,7 +129,11 @@ func TestCitusDistributionContractCatches(t *testing.T) {
 		{`SELECT count(*) FROM payments p JOIN refunds r ON r.account_id = p.account_id AND r.payment_id = p.id WHERE p.account_id = $1`, ""},
 		{`SELECT pg_try_advisory_xact_lock($1), (SELECT 1 FROM idempotency_keys WHERE scope = $2 AND key = $3)`, "generic-plan"},
 		{`WITH d AS (INSERT INTO idempotency_keys (scope, key) VALUES ($1, $2) RETURNING 1) SELECT count(*) FROM d`, "generic-plan"},
-		{`INSERT INTO refunds (account_id, payment_id) SELECT p.account_id, p.id FROM payments p WHERE p.account_id = $1 AND p.id = $2`, "insert-select"},
+		{`INSERT INTO refunds (account_id, payment_id) SELECT p.id, p.id FROM payments p WHERE p.account_id = $1 AND p.id = $2`, "insert-select"},
+		{`INSERT INTO refunds (account_id, payment_id) SELECT p.account_id, p.id FROM payments p WHERE p.id = $2`, "insert-select"},
+		{`INSERT INTO refunds (account_id, payment_id) SELECT p.account_id, p.id FROM payments p WHERE p.account_id = $1 AND p.id = $2`, "generic-plan"},
+		{`SELECT (SELECT count(*) FROM payments), (SELECT count(*) FROM idempotency_keys k WHERE k.scope = $1)`, "routing"},
+		{`SELECT count(*) FROM idempotency_keys k WHERE k.scope = $1 AND NOT EXISTS (SELECT 1 FROM payments p WHERE p.idempotency_key = k.key)`, "join"},
 	}
 	for _, c := range cases {
 		sts := statements(t, "-- name: Case :one\n"+c.sql+";\n")
@@ -173,14 +183,19 @@ func statements(t *testing.T, sql string) []statement {
 	return out
 }
 
-// distributedTables reads the create_distributed_table('table', 'column', ...) calls of sql.
+// distributedTables reads the tables sql distributes and their columns: its
+// create_distributed_table('table', 'column', ...) calls, and the (n, 'table', 'column')
+// rows of a VALUES list a DO block loops over to call it (the example's citus.sql).
 func distributedTables(t *testing.T, sql string) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	call := regexp.MustCompile(`create_distributed_table\(\s*'(\w+)'\s*,\s*'(\w+)'`)
+	call := regexp.MustCompile(`create_distributed_table\(\s*'(\w+)'\s*,\s*'(\w+)'|\(\s*\d+\s*,\s*'(\w+)'\s*,\s*'(\w+)'\s*\)`)
 	for _, st := range statements(t, sql) {
 		// Calls in DO blocks are in the block's string: read them from the text.
 		for _, m := range call.FindAllStringSubmatch(st.sql, -1) {
+			if m[1] == "" {
+				m = []string{m[0], m[3], m[4]}
+			}
 			if !strings.Contains(lineOf(st.sql, m[0]), "--") {
 				out[m[1]] = m[2]
 			}
@@ -205,20 +220,20 @@ func checkStatement(st statement, dist map[string]string) []violation {
 			out = append(out, v)
 		}
 	}
-	type ref struct{ table, alias string }
+	type ref = tableRef
 	var refs []ref
-	equal := map[[2]string]bool{}     // column equalities: {"k.scope", "$"} (a value) or {"k.scope", "p.account_id"}
+	equal := map[[2]string]bool{} // column equalities: {"k.scope", "$"} (a value) or {"k.scope", "p.account_id"}
 	hasSub, hasCTE, insertSelect := false, false, false
+	insertSource := "" // INSERT ... SELECT: the select's column for the target's distribution column
 	insertCols := map[string]bool{}
 	var insertTable string
 	walk(st.tree.ProtoReflect(), func(m protoreflect.Message) {
 		switch n := m.Interface().(type) {
 		case *pg.RangeVar:
-			alias := n.Relname
-			if n.Alias != nil {
-				alias = n.Alias.Aliasname
-			}
-			if _, ok := dist[n.Relname]; ok {
+			alias := aliasOf(n)
+			// References are told apart by alias: the same table under the same alias in
+			// two subqueries of one statement (the audit's counts) is one reference.
+			if _, ok := dist[n.Relname]; ok && !slices.Contains(refs, ref{n.Relname, alias}) {
 				refs = append(refs, ref{n.Relname, alias})
 			}
 		case *pg.A_Expr:
@@ -248,6 +263,12 @@ func checkStatement(st statement, dist map[string]string) []violation {
 			}
 			if sel := n.SelectStmt.GetSelectStmt(); sel != nil && len(sel.ValuesLists) == 0 {
 				insertSelect = true
+				// The column the SELECT gives the target's distribution column.
+				for i, c := range n.Cols {
+					if c.GetResTarget().GetName() == dist[n.Relation.GetRelname()] && i < len(sel.TargetList) {
+						insertSource = column(sel.TargetList[i].GetResTarget().GetVal())
+					}
+				}
 			}
 			if oc := n.OnConflictClause; oc != nil {
 				checkOnConflict(oc, add)
@@ -265,9 +286,17 @@ func checkStatement(st statement, dist map[string]string) []violation {
 		}
 		return false
 	}
+	// INSERT ... SELECT runs on one shard when the SELECT reads co-located tables on one
+	// shard and passes a distribution column through to the target's.
+	insertRouted := false
 	for _, r := range refs {
-		if r.table == insertTable && insertCols[dist[r.table]] && !insertSelect {
-			continue // INSERT ... VALUES: routed by the value of its distribution column
+		if insertSelect && r.table != insertTable && named(r) && insertSource == r.alias+"."+dist[r.table] {
+			insertRouted = true
+		}
+	}
+	for _, r := range refs {
+		if r.table == insertTable && insertCols[dist[r.table]] && (!insertSelect || insertRouted) {
+			continue // routed by the value of its distribution column
 		}
 		if named(r) {
 			continue
@@ -282,9 +311,12 @@ func checkStatement(st statement, dist map[string]string) []violation {
 			add("routing", "%s (as %s) is not filtered by %s = a value: the statement runs on every shard", r.table, r.alias, dist[r.table])
 		}
 	}
-	// join: every pair of references is joined on their distribution columns.
-	for i, a := range refs {
-		for _, b := range refs[i+1:] {
+	// join: the references one query block joins (those of its FROM, and those of an outer
+	// block its columns refer to: a correlated subquery) are joined on their distribution
+	// columns.
+	for _, pair := range joinedPairs(st.tree, dist) {
+		a, b := pair[0], pair[1]
+		{
 			if a.table == insertTable && insertSelect || b.table == insertTable && insertSelect {
 				continue // INSERT ... SELECT: its own rule
 			}
@@ -295,7 +327,10 @@ func checkStatement(st statement, dist map[string]string) []violation {
 		}
 	}
 	if insertSelect && dist[insertTable] != "" {
-		add("insert-select", "INSERT INTO %s ... SELECT", insertTable)
+		if !insertRouted {
+			add("insert-select", "INSERT INTO %s ... SELECT that does not pass a distribution column of a table it reads on one shard to %s", insertTable, dist[insertTable])
+		}
+		add("generic-plan", "INSERT INTO %s ... SELECT: Citus routes it only when planned with its values", insertTable)
 	}
 	if len(refs) > 0 && (hasSub || hasCTE) {
 		add("generic-plan", "a statement on %s with a subquery or CTE", refs[0].table)
@@ -303,8 +338,90 @@ func checkStatement(st statement, dist map[string]string) []violation {
 	return out
 }
 
+// joinedPairs returns the pairs of references to distributed tables that one query block
+// of tree joins: two in the block's own FROM (or the target of an UPDATE, DELETE or
+// INSERT), or one of the block's and one of an enclosing block that the block's columns
+// name (a correlated subquery). Blocks are told apart at each SELECT.
+func joinedPairs(tree *pg.Node, dist map[string]string) [][2]tableRef {
+	var pairs [][2]tableRef
+	var visit func(root protoreflect.Message, outer []tableRef)
+	visit = func(root protoreflect.Message, outer []tableRef) {
+		var own []tableRef
+		used := map[string]bool{}
+		var nested []protoreflect.Message
+		walkPrune(root, func(m protoreflect.Message) bool {
+			if _, sel := m.Interface().(*pg.SelectStmt); sel && m.Interface() != root.Interface() {
+				nested = append(nested, m)
+				return false
+			}
+			switch n := m.Interface().(type) {
+			case *pg.RangeVar:
+				if _, ok := dist[n.Relname]; ok {
+					own = append(own, tableRef{n.Relname, aliasOf(n)})
+				}
+			case *pg.ColumnRef:
+				if len(n.Fields) == 2 {
+					used[n.Fields[0].GetString_().GetSval()] = true
+				}
+			}
+			return true
+		})
+		for i, a := range own {
+			for _, b := range own[i+1:] {
+				pairs = append(pairs, [2]tableRef{a, b})
+			}
+			for _, o := range outer {
+				if used[o.alias] {
+					pairs = append(pairs, [2]tableRef{a, o})
+				}
+			}
+		}
+		for _, n := range nested {
+			visit(n, append(slices.Clone(outer), own...))
+		}
+	}
+	var root protoreflect.Message
+	tree.ProtoReflect().Range(func(_ protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		root = v.Message() // the statement inside the Node's oneof
+		return false
+	})
+	if root != nil {
+		visit(root, nil)
+	}
+	return pairs
+}
+
+// tableRef is a reference to a distributed table in a statement, with its alias (its name
+// when it has none).
+type tableRef struct{ table, alias string }
+
+func aliasOf(n *pg.RangeVar) string {
+	if n.Alias != nil {
+		return n.Alias.Aliasname
+	}
+	return n.Relname
+}
+
+// walkPrune calls f on m and on the messages below it, below those for which f is true.
+func walkPrune(m protoreflect.Message, f func(protoreflect.Message) bool) {
+	if !f(m) {
+		return
+	}
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList() && fd.Kind() == protoreflect.MessageKind:
+			for i := range v.List().Len() {
+				walkPrune(v.List().Get(i).Message(), f)
+			}
+		case fd.Kind() == protoreflect.MessageKind && !fd.IsMap():
+			walkPrune(v.Message(), f)
+		}
+		return true
+	})
+}
+
 // joined reports whether references a and b are equated on their distribution columns.
-func joined(a, b struct{ table, alias string }, dist map[string]string, equal map[[2]string]bool) bool {
+func joined(a, b tableRef, dist map[string]string, equal map[[2]string]bool) bool {
 	return equal[[2]string{a.alias + "." + dist[a.table], b.alias + "." + dist[b.table]}]
 }
 
