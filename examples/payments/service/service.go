@@ -73,6 +73,40 @@ type Options struct {
 	Redis *idemredis.Store
 	// StoreOptions are passed on to idem.NewStore (deadlines, stale age, ...).
 	StoreOptions []idem.Option
+	// UnmarkedTimeout bounds each operation without x-idempotent (GET /payments/{id}):
+	// its context ends then, and with it its pool acquire and its statements, answered
+	// 503 with Retry-After (idem.ResponseErrorHandler). The marked operations have the
+	// protocol's bounds (acquire, flights, the policy's timeout). Zero means
+	// DefaultUnmarkedTimeout.
+	UnmarkedTimeout time.Duration
+}
+
+// DefaultUnmarkedTimeout is Options.UnmarkedTimeout's default: the marked operations'
+// business timeout in openapi.yaml.
+const DefaultUnmarkedTimeout = 10 * time.Second
+
+// unmarked are the operations of openapi.yaml without x-idempotent, by the names
+// oapi-codegen's strict middlewares get (TestUnmarkedOperationsAreBounded checks the list
+// against the generated interface).
+var unmarked = map[string]bool{"GetPayment": true}
+
+// boundUnmarked is a strict middleware that gives the unmarked operations a deadline
+// (without one a GET on a frozen database, or behind an exhausted pool, would wait for as
+// long as its client does).
+func boundUnmarked(timeout time.Duration) api.StrictMiddlewareFunc {
+	if timeout <= 0 {
+		timeout = DefaultUnmarkedTimeout
+	}
+	return func(f api.StrictHandlerFunc, operationID string) api.StrictHandlerFunc {
+		if !unmarked[operationID] {
+			return f
+		}
+		return func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error) {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			return f(ctx, w, r, request)
+		}
+	}
 }
 
 // Setup applies the schemas the service needs: idem's idempotency_keys table and the
@@ -104,7 +138,7 @@ func New(pool *pgxpool.Pool, opts Options) http.Handler {
 	if opts.Redis == nil {
 		srv = withoutRedis{srv}
 	}
-	strict := api.NewStrictHandlerWithOptions(srv, nil,
+	strict := api.NewStrictHandlerWithOptions(srv, []api.StrictMiddlewareFunc{boundUnmarked(opts.UnmarkedTimeout)},
 		api.StrictHTTPServerOptions{
 			RequestErrorHandlerFunc:  store.RequestErrorHandler, // 400 (413) in the protocol's rejection shape
 			ResponseErrorHandlerFunc: responseError,

@@ -50,6 +50,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	starDelay := fs.Duration("star-delay", 0, "simulated latency inside starPayment, before its write")
 	maxBody := fs.Int64("max-body", service.DefaultMaxBodyBytes, "request body limit in `BYTES` (413 beyond)")
 	maxConns := fs.Int("max-conns", 32, "database pool size")
+	unmarkedTimeout := fs.Duration("unmarked-timeout", service.DefaultUnmarkedTimeout, "bound on each operation without x-idempotent (GET /payments/{id}); 503 with Retry-After past it")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long in-flight requests may run on shutdown")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -104,7 +105,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		logger.Print(err)
 		return 1
 	}
-	opts := service.Options{Delay: *delay, MaxBodyBytes: *maxBody, Logf: logf, Redis: stars}
+	opts := service.Options{Delay: *delay, MaxBodyBytes: *maxBody, Logf: logf, Redis: stars, UnmarkedTimeout: *unmarkedTimeout}
 	if *starDelay > 0 {
 		opts.BeforeStar = service.Sleep(*starDelay)
 	}
