@@ -277,6 +277,15 @@ func startPayments(t *testing.T, name, databaseURL string, args ...string) *proc
 
 func startProc(t *testing.T, name, bin, databaseURL string, args ...string) *proc {
 	t.Helper()
+	p, err := startProcErr(t, name, bin, databaseURL, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startProcErr is startProc for goroutines other than the test's: it returns its error.
+func startProcErr(t *testing.T, name, bin, databaseURL string, args ...string) (*proc, error) {
 	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
 	env := []string{"DATABASE_URL=" + databaseURL}
 	for _, kv := range os.Environ() {
@@ -289,7 +298,7 @@ func startProc(t *testing.T, name, bin, databaseURL string, args ...string) *pro
 	cmd.Stderr = p.logs
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	// The server dies with the test process (parent-death signal). The signal fires when
 	// the thread that started the child exits, so that thread waits for the child.
@@ -306,7 +315,7 @@ func startProc(t *testing.T, name, bin, databaseURL string, args ...string) *pro
 		close(p.exited)
 	}()
 	if err := <-started; err != nil {
-		t.Fatalf("%s: %v", name, err)
+		return nil, fmt.Errorf("%s: %v", name, err)
 	}
 	t.Cleanup(func() {
 		p.stop()
@@ -327,11 +336,11 @@ func startProc(t *testing.T, name, bin, databaseURL string, args ...string) *pro
 	select {
 	case p.url = <-listening:
 	case <-p.exited:
-		t.Fatalf("%s exited at start:\n%s", name, tail(p.logs.String(), 40))
+		return nil, fmt.Errorf("%s exited at start:\n%s", name, tail(p.logs.String(), 40))
 	case <-time.After(60 * time.Second):
-		t.Fatalf("%s did not say \"listening on\" within 60s:\n%s", name, tail(p.logs.String(), 40))
+		return nil, fmt.Errorf("%s did not say \"listening on\" within 60s:\n%s", name, tail(p.logs.String(), 40))
 	}
-	return p
+	return p, nil
 }
 
 // kill9 kills the process with SIGKILL and waits for it: no shutdown, no cleanup.
