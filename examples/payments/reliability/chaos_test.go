@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -24,12 +26,14 @@ import (
 	"github.com/idemgen/idemgen/examples/payments/api"
 	"github.com/idemgen/idemgen/examples/payments/service"
 	"github.com/idemgen/idemgen/idem/idemclient"
+	"github.com/idemgen/idemgen/idem/idemredis/redistest"
 	"github.com/idemgen/idemgen/internal/pgembed"
 )
 
 var (
 	chaosSeed     = flag.Uint64("chaos.seed", 0, "TestChaos: the seed of the fault schedule (0: a random one, printed)")
 	chaosDuration = flag.Duration("chaos.duration", 0, "TestChaos: how long faults are injected (0: 20s, 8s under -short)")
+	chaosKinds    = flag.String("chaos.kinds", "", "TestChaos: draw faults of these kinds only (comma-separated; empty: all)")
 )
 
 // TestChaos runs the payments service as 3 replicas on one PostgreSQL under a seeded
@@ -41,6 +45,8 @@ var (
 // line is the run's figures:
 //
 //	chaos: seed=S faults=N kinds=K calls=C payments=P downstream=D duplicates=X lost=Y stuck=Z
+//
+// CHAOS_DEBUG=1 logs the replicas' last log lines before the checks.
 func TestChaos(t *testing.T) {
 	seed := *chaosSeed
 	if seed == 0 {
@@ -55,7 +61,14 @@ func TestChaos(t *testing.T) {
 	}
 	fmt.Printf("chaos: seed=%d duration=%v (replay with -chaos.seed=%d -chaos.duration=%v)\n", seed, dur, seed, dur)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	schedule := newSchedule(rng, dur, chaosReplicas)
+	// The Redis store's operation (starPayment) runs on a Redis of its own when the
+	// machine has a redis-server (CI installs it); without one the schedule has no Redis
+	// faults, and says so.
+	_, noRedis := redistest.Binary()
+	if noRedis != nil && os.Getenv("CI") == "true" {
+		t.Fatal(noRedis)
+	}
+	schedule := newSchedule(rng, dur, chaosReplicas, noRedis == nil)
 	for _, f := range schedule {
 		t.Logf("fault %2d at %6.2fs for %5.2fs: %s", f.n, f.at.Seconds(), f.dur.Seconds(), f)
 	}
@@ -63,7 +76,13 @@ func TestChaos(t *testing.T) {
 	zerolog.SetGlobalLevel(zerolog.WarnLevel) // toxiproxy's toxics log their interruptions at trace level
 	bin, _ := servers(t)
 	c := restartableCluster(t)
-	h := newChaosHarness(t, c, bin)
+	var rs *redistest.Server
+	if noRedis == nil {
+		rs = redistest.Start(t)
+	} else {
+		t.Logf("no redis-server (%v): no starPayment calls, no Redis faults", noRedis)
+	}
+	h := newChaosHarness(t, c, rs, bin)
 	probe := h.call(context.Background(), 0)
 	if probe.status != http.StatusCreated {
 		t.Fatalf("the service does not work before any fault: %+v", probe)
@@ -76,7 +95,9 @@ func TestChaos(t *testing.T) {
 	for range chaosWorkers {
 		wg.Go(func() {
 			for !stop.Load() {
-				h.call(context.Background(), -1)
+				if c := h.call(context.Background(), -1); rs != nil && c.status == http.StatusCreated && c.n%3 == 0 {
+					h.star(context.Background(), c)
+				}
 			}
 		})
 	}
@@ -102,7 +123,13 @@ func TestChaos(t *testing.T) {
 	unsettled := h.settle(60 * time.Second)
 	settleTook := time.Since(settleStart)
 
+	if os.Getenv("CHAOS_DEBUG") != "" {
+		for _, p := range h.replicas {
+			t.Logf("--- %s:\n%s", p.name, tail(p.logs.String(), 60))
+		}
+	}
 	db := readChaosDB(t, c.URL(), chaosAccount)
+	db.stars = readStars(t, c.URL())
 	v := checkChaos(h.history(), db, healed)
 	for _, p := range v.problems {
 		t.Error(p)
@@ -114,8 +141,15 @@ func TestChaos(t *testing.T) {
 	for _, f := range schedule {
 		kinds[f.kind] = true
 	}
-	t.Logf("%d calls, %d attempts (%s); faults healed %v after the start, settling took %v",
-		v.calls, v.attempts, v.answers, healed.Sub(start).Round(time.Millisecond), settleTook.Round(time.Millisecond))
+	hist := h.history()
+	starred := 0
+	for _, st := range hist.stars {
+		if st.status/100 == 2 {
+			starred++
+		}
+	}
+	t.Logf("%d payment calls, %d attempts in all (payments: %s); %d starPayment calls (Redis store), %d answered 2xx; faults healed %v after the start, settling took %v",
+		v.calls, v.attempts, v.answers, len(hist.stars), starred, healed.Sub(start).Round(time.Millisecond), settleTook.Round(time.Millisecond))
 	// downstream: the payments' calls to a provider. The example has no provider service
 	// (issue #25 item 3, not built): 0.
 	fmt.Printf("chaos: seed=%d faults=%d kinds=%d calls=%d payments=%d downstream=%d duplicates=%d lost=%d stuck=%d\n",
@@ -158,7 +192,9 @@ func (f fault) String() string {
 	case "replica-kill":
 		return fmt.Sprintf("kill -9 of replica %d, restarted after the fault", f.replica)
 	case "pool-exhaustion":
-		return fmt.Sprintf("pool exhaustion on replica %d (1s latency to PostgreSQL and a burst of %d calls)", f.replica, burstCalls)
+		return fmt.Sprintf("pool exhaustion on replica %d (1s latency each way to PostgreSQL and a burst of %d calls)", f.replica, burstCalls)
+	case "redis-kill":
+		return "kill -9 of Redis (restarted empty after the fault)"
 	}
 	return f.kind // pg-restart, pg-crash
 }
@@ -167,9 +203,17 @@ var faultKinds = []string{"replica-kill", "pg-restart", "pg-crash", "latency", "
 
 // newSchedule draws about one fault per 1.5 s of dur, overlapping: the first ones cycle
 // through every kind (in a drawn order), the rest are drawn at random.
-func newSchedule(rng *rand.Rand, dur time.Duration, replicas int) []fault {
+func newSchedule(rng *rand.Rand, dur time.Duration, replicas int, redis bool) []fault {
 	n := max(int(dur/(1500*time.Millisecond)), 4)
 	kinds := append([]string(nil), faultKinds...)
+	links := []string{"client", "db"}
+	if redis {
+		kinds = append(kinds, "redis-kill")
+		links = append(links, "redis")
+	}
+	if *chaosKinds != "" {
+		kinds = slices.DeleteFunc(kinds, func(k string) bool { return !slices.Contains(strings.Split(*chaosKinds, ","), k) })
+	}
 	rng.Shuffle(len(kinds), func(i, j int) { kinds[i], kinds[j] = kinds[j], kinds[i] })
 	var out []fault
 	for i := range n {
@@ -182,7 +226,7 @@ func newSchedule(rng *rand.Rand, dur time.Duration, replicas int) []fault {
 			at:      time.Duration(rng.Int64N(int64(dur * 8 / 10))),
 			dur:     500*time.Millisecond + time.Duration(rng.Int64N(int64(4500*time.Millisecond))),
 			replica: rng.IntN(replicas),
-			link:    []string{"client", "db"}[rng.IntN(2)],
+			link:    links[rng.IntN(len(links))],
 		}
 		switch kind {
 		case "latency":
@@ -192,7 +236,9 @@ func newSchedule(rng *rand.Rand, dur time.Duration, replicas int) []fault {
 		case "reset":
 			f.toxicity = 0.1 + 0.4*rng.Float32()
 		case "pool-exhaustion":
-			f.dur = max(f.dur, 4*time.Second) // long enough for a third wave of the burst to wait out the acquire timeout
+			// Long enough for the burst's later calls to wait out the acquire timeout (5s)
+			// behind the first ones (each about 6s: three round trips of 2s).
+			f.dur = max(f.dur, 7*time.Second)
 		case "pg-crash", "pg-restart":
 			f.dur = 200*time.Millisecond + time.Duration(rng.Int64N(int64(2*time.Second)))
 		}
@@ -223,10 +269,14 @@ type chaosHarness struct {
 	client   []*toxiproxy.Proxy // client ↔ replica
 	db       []*toxiproxy.Proxy // replica ↔ PostgreSQL
 	dbURLs   []string
-	pgMu     sync.Mutex // PostgreSQL faults one at a time
+	redis    *redistest.Server
+	redisMu  sync.Mutex
+	rlink    []*toxiproxy.Proxy // replica ↔ Redis (nil without Redis)
+	pgMu     sync.Mutex         // PostgreSQL faults one at a time
 	burstWG  sync.WaitGroup
 
 	calls    []*chaosCall
+	stars    []chaosStar
 	attempts []chaosAttempt
 	nextCall atomic.Int64
 	retry    *idemclient.Client
@@ -240,6 +290,7 @@ type chaosCall struct {
 	amount      int64
 	description string
 	status      int // the client's final status (0: none)
+	paymentID   string
 	err         error
 }
 
@@ -254,12 +305,21 @@ type chaosAttempt struct {
 	err        string
 }
 
-func newChaosHarness(t *testing.T, c *pgembed.Cluster, bin string) *chaosHarness {
-	h := &chaosHarness{t: t, cluster: c, bin: bin, killed: make([]bool, chaosReplicas)}
+func newChaosHarness(t *testing.T, c *pgembed.Cluster, rs *redistest.Server, bin string) *chaosHarness {
+	h := &chaosHarness{t: t, cluster: c, redis: rs, bin: bin, killed: make([]bool, chaosReplicas)}
 	for i := range chaosReplicas {
 		fp := newFaultProxy(t, c.URL())
 		h.db = append(h.db, fp.proxy)
 		h.dbURLs = append(h.dbURLs, fp.url)
+		if rs != nil {
+			srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+			rp := toxiproxy.NewProxy(srv, fmt.Sprintf("redis-%d", i), "127.0.0.1:0", rs.Addr())
+			if err := rp.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(rp.Stop)
+			h.rlink = append(h.rlink, rp)
+		}
 		p, err := h.startReplica(i, "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -287,8 +347,43 @@ func newChaosHarness(t *testing.T, c *pgembed.Cluster, bin string) *chaosHarness
 }
 
 func (h *chaosHarness) startReplica(i int, addr string) (*proc, error) {
-	return startProcErr(h.t, fmt.Sprintf("replica-%d", i), h.bin, h.dbURLs[i],
+	env := []string{"DATABASE_URL=" + h.dbURLs[i], "REDIS_ADDR="}
+	if h.redis != nil {
+		env[1] += h.rlink[i].Listen
+	}
+	return startProcEnv(h.t, fmt.Sprintf("replica-%d", i), h.bin, env,
 		"-shutdown-timeout", "2s", "-max-conns", fmt.Sprint(chaosMaxConns), "-delay", "10ms", "-addr", addr)
+}
+
+// chaosStar is one starPayment call (the Redis store): its key and final status.
+type chaosStar struct {
+	key, paymentID string
+	status         int
+}
+
+// star stars c's payment once, as one logical call with a key of its own.
+func (h *chaosHarness) star(ctx context.Context, c *chaosCall) {
+	h.mu.Lock()
+	id := c.paymentID
+	h.mu.Unlock()
+	client, err := api.NewIdempotentClient("http://any", h.retry, api.WithRequestEditorFn(func(ctx context.Context, req *http.Request) error {
+		req.Header.Set(service.AccountHeader, chaosAccount)
+		return nil
+	}))
+	if err != nil {
+		h.t.Error(err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*requestBound)
+	defer cancel()
+	st := chaosStar{key: fmt.Sprintf("star-%06d", c.n), paymentID: id}
+	resp, _, _ := client.StarPayment(ctx, id, nil, idemclient.WithKey(st.key))
+	if resp != nil {
+		st.status = resp.StatusCode()
+	}
+	h.mu.Lock()
+	h.stars = append(h.stars, st)
+	h.mu.Unlock()
 }
 
 // call makes one logical call through the generated client (replica -1: any, per
@@ -336,6 +431,9 @@ func (h *chaosHarness) send(ctx context.Context, c *chaosCall, replica int, retr
 	c.status = 0
 	if resp != nil {
 		c.status = resp.StatusCode()
+		if resp.JSON201 != nil {
+			c.paymentID = resp.JSON201.Id
+		}
 	}
 }
 
@@ -382,8 +480,11 @@ func (d *chaosDoer) Do(req *http.Request) (*http.Response, error) {
 func (h *chaosHarness) apply(f fault) {
 	name := fmt.Sprintf("fault-%d", f.n)
 	link := h.db[f.replica]
-	if f.link == "client" {
+	switch f.link {
+	case "client":
 		link = h.client[f.replica]
+	case "redis":
+		link = h.rlink[f.replica]
 	}
 	// toxic adds a toxic (its name, then the rest of toxiproxy's JSON) and returns its removal.
 	toxic := func(p *toxiproxy.Proxy, toxicName, rest string) func() {
@@ -441,9 +542,21 @@ func (h *chaosHarness) apply(f fault) {
 				h.t.Errorf("fault %d: PostgreSQL start after the crash: %v", f.n, err)
 			}
 		})
+	case "redis-kill":
+		h.redisMu.Lock()
+		h.redis.Kill()
+		heal = append(heal, func() {
+			defer h.redisMu.Unlock()
+			defer func() {
+				if v := recover(); v != nil {
+					h.t.Errorf("fault %d: Redis restart: %v", f.n, v)
+				}
+			}()
+			h.redis.Restart()
+		})
 	case "pool-exhaustion":
 		for _, stream := range []string{"upstream", "downstream"} {
-			heal = append(heal, toxic(h.db[f.replica], name+"-"+stream, fmt.Sprintf(`"type":"latency","stream":%q,"attributes":{"latency":500}`, stream)))
+			heal = append(heal, toxic(h.db[f.replica], name+"-"+stream, fmt.Sprintf(`"type":"latency","stream":%q,"attributes":{"latency":1000}`, stream)))
 		}
 		for range burstCalls {
 			h.burstWG.Go(func() { h.call(context.Background(), f.replica) })
@@ -458,7 +571,7 @@ func (h *chaosHarness) apply(f fault) {
 // restartReplica starts replica i again on its address.
 func (h *chaosHarness) restartReplica(i int) error {
 	var err error
-	for range 20 {
+	for range 100 { // up to 10s: a replica cannot start while Redis is down
 		var p *proc
 		if p, err = h.startReplica(i, h.addrs[i]); err == nil {
 			h.mu.Lock()
@@ -474,7 +587,7 @@ func (h *chaosHarness) restartReplica(i int) error {
 // healAll makes sure nothing of the faults is left: no toxic, every replica up,
 // PostgreSQL up.
 func (h *chaosHarness) healAll() error {
-	for _, p := range append(append([]*toxiproxy.Proxy(nil), h.client...), h.db...) {
+	for _, p := range slices.Concat(h.client, h.db, h.rlink) {
 		p.Toxics.ResetToxics(context.Background())
 	}
 	h.pgMu.Lock()
@@ -531,7 +644,7 @@ func (h *chaosHarness) settle(limit time.Duration) int {
 func (h *chaosHarness) history() chaosHistory {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	hist := chaosHistory{attempts: append([]chaosAttempt(nil), h.attempts...)}
+	hist := chaosHistory{attempts: append([]chaosAttempt(nil), h.attempts...), stars: append([]chaosStar(nil), h.stars...)}
 	for _, c := range h.calls {
 		hist.calls = append(hist.calls, *c)
 	}
@@ -554,6 +667,29 @@ type chaosKeyRow struct {
 type chaosDB struct {
 	payments []chaosPayment
 	keys     map[string]chaosKeyRow
+	stars    map[string]int64 // payment id → stars counted
+}
+
+func readStars(t *testing.T, databaseURL string) map[string]int64 {
+	t.Helper()
+	d := openDB(t, databaseURL)
+	rows, err := d.pool.Query(context.Background(), `SELECT payment_id, stars FROM payment_stars`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for rows.Next() {
+		var id string
+		var n int64
+		if err := rows.Scan(&id, &n); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func readChaosDB(t *testing.T, databaseURL, account string) chaosDB {
@@ -601,6 +737,7 @@ func readChaosDB(t *testing.T, databaseURL, account string) chaosDB {
 
 type chaosHistory struct {
 	calls    []chaosCall
+	stars    []chaosStar
 	attempts []chaosAttempt
 }
 
@@ -676,8 +813,35 @@ func checkChaos(h chaosHistory, db chaosDB, healed time.Time) chaosVerdict {
 			bad(mismatched, c.key, "call %d (key %s): its payment is %d %q, the call sent %d %q", c.n, c.key, ps[0].amount, ps[0].description, c.amount, c.description)
 		}
 	}
-	var executed, replayed, conflicts, unavailable, failed, transport, other int
+	// The Redis store promises less (a lost completion runs the business again on a
+	// retry) but never a success that did not happen: a payment has at least as many
+	// stars as star keys answered 2xx.
+	starred := map[string]map[string]bool{}
 	for _, a := range h.attempts {
+		if strings.HasPrefix(a.key, "star-") && a.status/100 == 2 {
+			var answered struct {
+				PaymentID string `json:"payment_id"`
+			}
+			_ = json.Unmarshal(a.body, &answered)
+			if starred[answered.PaymentID] == nil {
+				starred[answered.PaymentID] = map[string]bool{}
+			}
+			starred[answered.PaymentID][a.key] = true
+		}
+	}
+	for id, keys := range starred {
+		if int64(len(keys)) > db.stars[id] {
+			bad(lost, id, "LOST: payment %s was starred (2xx) under %d keys but has %d stars", id, len(keys), db.stars[id])
+		}
+	}
+	var executed, replayed, conflicts, unavailable, exhausted, failed, transport, other int
+	for _, a := range h.attempts {
+		if strings.HasPrefix(a.key, "star-") {
+			if a.status != 0 && a.end.Sub(a.start) > requestBound+slack {
+				bad(overdue, a.key, "OVERDUE: an attempt of key %s answered %d after %v, past the request bound %v", a.key, a.status, a.end.Sub(a.start).Round(time.Millisecond), requestBound)
+			}
+			continue
+		}
 		switch {
 		case a.status == 0:
 			transport++
@@ -689,6 +853,9 @@ func checkChaos(h chaosHistory, db chaosDB, healed time.Time) chaosVerdict {
 			conflicts++
 		case a.status == http.StatusServiceUnavailable:
 			unavailable++
+			if bytes.Contains(a.body, []byte("no database connection was free")) {
+				exhausted++
+			}
 		case a.status >= 500:
 			failed++
 		default:
@@ -719,8 +886,8 @@ func checkChaos(h chaosHistory, db chaosDB, healed time.Time) chaosVerdict {
 			bad(lost, a.key, "LOST: key %s was answered with payment %s, the database has %s", a.key, answered.ID, ps[0].id)
 		}
 	}
-	v.answers = fmt.Sprintf("%d executed, %d replayed, %d × 409, %d × 503, %d other 5xx, %d transport errors, %d other",
-		executed, replayed, conflicts, unavailable, failed, transport, other)
+	v.answers = fmt.Sprintf("%d executed, %d replayed, %d × 409, %d × 503 (%d of them pool exhausted), %d other 5xx, %d transport errors, %d other",
+		executed, replayed, conflicts, unavailable, exhausted, failed, transport, other)
 	v.duplicates, v.lost, v.stuck, v.mismatched, v.overdue = len(duplicates), len(lost), len(stuck), len(mismatched), len(overdue)
 	return v
 }

@@ -67,6 +67,13 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 		{"an attempt answered past the request bound", func(h *chaosHistory, db *chaosDB) {
 			h.attempts[2].end = h.attempts[2].start.Add(requestBound + slack + time.Second)
 		}, func(v chaosVerdict) int { return v.overdue }, "OVERDUE: an attempt of key k-1"},
+		{"a star answered 2xx that was never counted (the Redis store's success without its business)", func(h *chaosHistory, db *chaosDB) {
+			at := healed.Add(-time.Second)
+			h.attempts = append(h.attempts,
+				chaosAttempt{key: "star-1", start: at, end: at.Add(time.Millisecond), status: http.StatusOK, body: []byte(`{"payment_id":"pay_1","stars":1}`)},
+				chaosAttempt{key: "star-2", start: at, end: at.Add(time.Millisecond), status: http.StatusOK, body: []byte(`{"payment_id":"pay_1","stars":2}`)})
+			db.stars = map[string]int64{"pay_1": 1}
+		}, func(v chaosVerdict) int { return v.lost }, "LOST: payment pay_1 was starred (2xx) under 2 keys but has 1 stars"},
 		{"a payment under a key no call sent", func(h *chaosHistory, db *chaosDB) {
 			db.payments = append(db.payments, chaosPayment{id: "pay_x", key: "stray"})
 		}, func(v chaosVerdict) int { return v.duplicates }, "which no call sent"},

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -286,10 +287,16 @@ func startProc(t *testing.T, name, bin, databaseURL string, args ...string) *pro
 
 // startProcErr is startProc for goroutines other than the test's: it returns its error.
 func startProcErr(t *testing.T, name, bin, databaseURL string, args ...string) (*proc, error) {
+	return startProcEnv(t, name, bin, []string{"DATABASE_URL=" + databaseURL}, args...)
+}
+
+// startProcEnv starts bin with the variables of env (NAME=value) set over this process's.
+func startProcEnv(t *testing.T, name, bin string, vars []string, args ...string) (*proc, error) {
 	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
-	env := []string{"DATABASE_URL=" + databaseURL}
+	env := append([]string(nil), vars...)
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "DATABASE_URL=") {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.ContainsFunc(vars, func(v string) bool { return strings.HasPrefix(v, k+"=") }) {
 			env = append(env, kv)
 		}
 	}
