@@ -110,6 +110,7 @@ func TestChaos(t *testing.T) {
 		})
 	}
 	fw.Wait()
+	time.Sleep(time.Until(start.Add(dur))) // the workload runs for the whole duration
 	stop.Store(true)
 	healed := time.Now()
 	if err := h.healAll(); err != nil {
@@ -223,7 +224,7 @@ func newSchedule(rng *rand.Rand, dur time.Duration, replicas int, redis bool) []
 		}
 		f := fault{
 			kind:    kind,
-			at:      time.Duration(rng.Int64N(int64(dur * 8 / 10))),
+			at:      time.Duration(rng.Int64N(int64(dur * 95 / 100))),
 			dur:     500*time.Millisecond + time.Duration(rng.Int64N(int64(4500*time.Millisecond))),
 			replica: rng.IntN(replicas),
 			link:    links[rng.IntN(len(links))],
