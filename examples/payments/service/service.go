@@ -33,7 +33,9 @@ import (
 
 	"github.com/idemgen/idemgen/examples/payments/api"
 	"github.com/idemgen/idemgen/examples/payments/db"
+	providerapi "github.com/idemgen/idemgen/examples/payments/provider/api"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemclient"
 	"github.com/idemgen/idemgen/idem/idemredis"
 	"github.com/idemgen/idemgen/idem/idemvalidate"
 )
@@ -73,6 +75,12 @@ type Options struct {
 	Redis *idemredis.Store
 	// StoreOptions are passed on to idem.NewStore (deadlines, stale age, ...).
 	StoreOptions []idem.Option
+	// Provider, when set, is the payment provider's client (the stand-in of package
+	// provider): createPayment charges each payment with it, inside its business
+	// transaction, under a key derived from the payment's own (KeyInfo.Derive("charge")),
+	// so a payment rolled back after the charge and run again (a lost COMMIT, a crash)
+	// charges once. A failed charge rolls the payment back (500; the key is released).
+	Provider *providerapi.IdempotentClient
 	// UnmarkedTimeout bounds each operation without x-idempotent (GET /payments/{id}):
 	// its context ends then, and with it its pool acquire and its statements, answered
 	// 503 with Retry-After (idem.ResponseErrorHandler). The marked operations have the
@@ -126,7 +134,7 @@ func New(pool *pgxpool.Pool, opts Options) http.Handler {
 	}
 	storeOpts = append(storeOpts, opts.StoreOptions...)
 	store := idem.NewStore(pool, storeOpts...)
-	impl := &server{pool: pool, delay: opts.Delay, downstreamFunc: opts.Downstream, beforeStar: opts.BeforeStar}
+	impl := &server{pool: pool, delay: opts.Delay, downstreamFunc: opts.Downstream, beforeStar: opts.BeforeStar, provider: opts.Provider}
 
 	responseError := idem.ResponseErrorHandler // logs with slog
 	if opts.Logf != nil {
@@ -176,6 +184,7 @@ type server struct {
 	delay          time.Duration
 	downstreamFunc func(ctx context.Context) error
 	beforeStar     func(ctx context.Context) error
+	provider       *providerapi.IdempotentClient
 }
 
 var _ api.IdempotentServerInterface = (*server)(nil)
@@ -199,8 +208,11 @@ func (s *server) CreatePayment(ctx context.Context, tx idem.Tx, req api.CreatePa
 	if err != nil {
 		return nil, fmt.Errorf("insert payment: %w", err)
 	}
-	// A real service would authorise the payment with its provider here, passing
-	// key.Key on as the provider's idempotency key.
+	if s.provider != nil {
+		if err := s.charge(ctx, key, body.Amount, body.Currency); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.downstream(ctx); err != nil {
 		return nil, err
 	}
@@ -263,6 +275,22 @@ func (s *server) CreateRefund(ctx context.Context, tx idem.Tx, req api.CreateRef
 
 // downstream stands for the payment provider's call: Options.Downstream, or a sleep of
 // Options.Delay.
+// charge charges the payment with the provider under the key derived from the payment's
+// own (the same on every run of this request) and a request that is the same on every
+// run too: the payment's key as the reference, not its id (new on every run: the
+// provider would refuse its key with another payload).
+func (s *server) charge(ctx context.Context, key idem.KeyInfo, amount int64, currency string) error {
+	resp, _, err := s.provider.CreateCharge(ctx, nil, providerapi.NewCharge{Amount: amount, Currency: currency, Reference: key.Key},
+		idemclient.WithKey(key.Derive("charge")))
+	if err != nil {
+		return fmt.Errorf("provider charge: %w", err)
+	}
+	if resp.JSON201 == nil {
+		return fmt.Errorf("provider charge: %s %s", resp.Status(), resp.Body)
+	}
+	return nil
+}
+
 func (s *server) downstream(ctx context.Context) error {
 	if s.downstreamFunc != nil {
 		return s.downstreamFunc(ctx)
