@@ -82,7 +82,8 @@ func TestChaos(t *testing.T) {
 	} else {
 		t.Logf("no redis-server (%v): no starPayment calls, no Redis faults", noRedis)
 	}
-	h := newChaosHarness(t, c, rs, bin)
+	prov := startProvider(t, c)
+	h := newChaosHarness(t, c, rs, bin, prov.addr)
 	probe := h.call(context.Background(), 0)
 	if probe.status != http.StatusCreated {
 		t.Fatalf("the service does not work before any fault: %+v", probe)
@@ -131,6 +132,7 @@ func TestChaos(t *testing.T) {
 	}
 	db := readChaosDB(t, c.URL(), chaosAccount)
 	db.stars = readStars(t, c.URL())
+	db.charges = readCharges(t, c.DatabaseURL(providerDB))
 	v := checkChaos(h.history(), db, healed)
 	for _, p := range v.problems {
 		t.Error(p)
@@ -149,12 +151,14 @@ func TestChaos(t *testing.T) {
 			starred++
 		}
 	}
-	t.Logf("%d payment calls, %d attempts in all (payments: %s); %d starPayment calls (Redis store), %d answered 2xx; faults healed %v after the start, settling took %v",
-		v.calls, v.attempts, v.answers, len(hist.stars), starred, healed.Sub(start).Round(time.Millisecond), settleTook.Round(time.Millisecond))
-	// downstream: the payments' calls to a provider. The example has no provider service
-	// (issue #25 item 3, not built): 0.
+	t.Logf("%d payment calls, %d attempts in all (payments: %s); %d starPayment calls (Redis store), %d answered 2xx; "+
+		"the provider replayed %d charges (a payment run again after its charge, or a charge's answer lost); faults healed %v after the start, settling took %v",
+		v.calls, v.attempts, v.answers, len(hist.stars), starred, strings.Count(prov.logs.String(), "replayed a charge"),
+		healed.Sub(start).Round(time.Millisecond), settleTook.Round(time.Millisecond))
+	// downstream: the charges the provider holds (one per payment, or the checker says
+	// which are not).
 	fmt.Printf("chaos: seed=%d faults=%d kinds=%d calls=%d payments=%d downstream=%d duplicates=%d lost=%d stuck=%d\n",
-		seed, len(schedule), len(kinds), v.calls, v.payments, 0, v.duplicates, v.lost, v.stuck)
+		seed, len(schedule), len(kinds), v.calls, v.payments, v.downstream, v.duplicates, v.lost, v.stuck)
 }
 
 const (
@@ -207,7 +211,7 @@ var faultKinds = []string{"replica-kill", "pg-restart", "pg-crash", "latency", "
 func newSchedule(rng *rand.Rand, dur time.Duration, replicas int, redis bool) []fault {
 	n := max(int(dur/(1500*time.Millisecond)), 4)
 	kinds := append([]string(nil), faultKinds...)
-	links := []string{"client", "db"}
+	links := []string{"client", "db", "provider"}
 	if redis {
 		kinds = append(kinds, "redis-kill")
 		links = append(links, "redis")
@@ -270,6 +274,7 @@ type chaosHarness struct {
 	client   []*toxiproxy.Proxy // client ↔ replica
 	db       []*toxiproxy.Proxy // replica ↔ PostgreSQL
 	dbURLs   []string
+	plink    []*toxiproxy.Proxy // replica ↔ provider
 	redis    *redistest.Server
 	redisMu  sync.Mutex
 	rlink    []*toxiproxy.Proxy // replica ↔ Redis (nil without Redis)
@@ -306,9 +311,16 @@ type chaosAttempt struct {
 	err        string
 }
 
-func newChaosHarness(t *testing.T, c *pgembed.Cluster, rs *redistest.Server, bin string) *chaosHarness {
+func newChaosHarness(t *testing.T, c *pgembed.Cluster, rs *redistest.Server, bin, providerAddr string) *chaosHarness {
 	h := &chaosHarness{t: t, cluster: c, redis: rs, bin: bin, killed: make([]bool, chaosReplicas)}
 	for i := range chaosReplicas {
+		psrv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+		pp := toxiproxy.NewProxy(psrv, fmt.Sprintf("provider-%d", i), "127.0.0.1:0", providerAddr)
+		if err := pp.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pp.Stop)
+		h.plink = append(h.plink, pp)
 		fp := newFaultProxy(t, c.URL())
 		h.db = append(h.db, fp.proxy)
 		h.dbURLs = append(h.dbURLs, fp.url)
@@ -352,8 +364,54 @@ func (h *chaosHarness) startReplica(i int, addr string) (*proc, error) {
 	if h.redis != nil {
 		env[1] += h.rlink[i].Listen
 	}
+	// -delay: the business goes on for a while after the provider's charge, before the
+	// COMMIT, so that a replica killed (or a link cut) there is likely.
 	return startProcEnv(h.t, fmt.Sprintf("replica-%d", i), h.bin, env,
-		"-shutdown-timeout", "2s", "-max-conns", fmt.Sprint(chaosMaxConns), "-delay", "10ms", "-addr", addr)
+		"-shutdown-timeout", "2s", "-max-conns", fmt.Sprint(chaosMaxConns), "-delay", "100ms", "-addr", addr,
+		"-provider-url", "http://"+h.plink[i].Listen)
+}
+
+// providerDB is the provider stand-in's database, on the cluster of the payments.
+const providerDB = "provider"
+
+// startProvider creates the provider's database and starts the stand-in on it; it
+// returns its host:port.
+func startProvider(t *testing.T, c *pgembed.Cluster) (p struct {
+	*proc
+	addr string
+}) {
+	t.Helper()
+	d := openDB(t, c.URL())
+	if _, err := d.pool.Exec(context.Background(), "CREATE DATABASE "+providerDB); err != nil {
+		t.Fatal(err)
+	}
+	p.proc = startProc(t, "provider", providerServer(t), c.DatabaseURL(providerDB))
+	u, _ := url.Parse(p.url)
+	p.addr = u.Host
+	return p
+}
+
+// readCharges reads the provider's charges: reference (the payment's key) → count.
+func readCharges(t *testing.T, databaseURL string) map[string]int {
+	t.Helper()
+	d := openDB(t, databaseURL)
+	rows, err := d.pool.Query(context.Background(), `SELECT reference, count(*) FROM provider_charges GROUP BY reference`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for rows.Next() {
+		var ref string
+		var n int
+		if err := rows.Scan(&ref, &n); err != nil {
+			t.Fatal(err)
+		}
+		out[ref] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // chaosStar is one starPayment call (the Redis store): its key and final status.
@@ -486,6 +544,8 @@ func (h *chaosHarness) apply(f fault) {
 		link = h.client[f.replica]
 	case "redis":
 		link = h.rlink[f.replica]
+	case "provider":
+		link = h.plink[f.replica]
 	}
 	// toxic adds a toxic (its name, then the rest of toxiproxy's JSON) and returns its removal.
 	toxic := func(p *toxiproxy.Proxy, toxicName, rest string) func() {
@@ -588,7 +648,7 @@ func (h *chaosHarness) restartReplica(i int) error {
 // healAll makes sure nothing of the faults is left: no toxic, every replica up,
 // PostgreSQL up.
 func (h *chaosHarness) healAll() error {
-	for _, p := range slices.Concat(h.client, h.db, h.rlink) {
+	for _, p := range slices.Concat(h.client, h.db, h.rlink, h.plink) {
 		p.Toxics.ResetToxics(context.Background())
 	}
 	h.pgMu.Lock()
@@ -669,6 +729,7 @@ type chaosDB struct {
 	payments []chaosPayment
 	keys     map[string]chaosKeyRow
 	stars    map[string]int64 // payment id → stars counted
+	charges  map[string]int   // the provider's charges: reference (a payment's key) → count
 }
 
 func readStars(t *testing.T, databaseURL string) map[string]int64 {
@@ -744,11 +805,11 @@ type chaosHistory struct {
 
 // chaosVerdict is what checkChaos found; problems lists every violation.
 type chaosVerdict struct {
-	calls, attempts, payments           int
-	duplicates, lost, stuck, mismatched int
-	overdue                             int
-	answers                             string
-	problems                            []string
+	calls, attempts, payments, downstream int
+	duplicates, lost, stuck, mismatched   int
+	overdue                               int
+	answers                               string
+	problems                              []string
 }
 
 // stuckAfter is how long after the faults healed a key may still be answered 409: the
@@ -803,6 +864,17 @@ func checkChaos(h chaosHistory, db chaosDB, healed time.Time) chaosVerdict {
 			bad(duplicates, key, "recorded key %s, which no call sent", key)
 		}
 	}
+	// The provider: one charge per payment (its retries charged under the same derived
+	// key), none for anything else.
+	for ref, n := range db.charges {
+		v.downstream += n
+		switch {
+		case n > 1:
+			bad(duplicates, ref, "DUPLICATE: the provider charged key %s's payment %d times", ref, n)
+		case len(byKey[ref]) == 0:
+			bad(duplicates, ref, "the provider holds a charge for %s, which has no payment", ref)
+		}
+	}
 	for _, c := range h.calls {
 		ps, row := byKey[c.key], db.keys[c.key]
 		switch {
@@ -810,6 +882,8 @@ func checkChaos(h chaosHistory, db chaosDB, healed time.Time) chaosVerdict {
 			bad(lost, c.key, "LOST: call %d (key %s) has no payment after healing (final answer %d, %v)", c.n, c.key, c.status, c.err)
 		case row.status != "completed" || row.responseStatus != http.StatusCreated:
 			bad(lost, c.key, "LOST: call %d (key %s) has a payment but its key is %q answered %d", c.n, c.key, row.status, row.responseStatus)
+		case db.charges != nil && db.charges[c.key] == 0:
+			bad(lost, c.key, "LOST: call %d (key %s) has a payment but the provider no charge for it", c.n, c.key)
 		case ps[0].amount != c.amount || ps[0].description != c.description:
 			bad(mismatched, c.key, "call %d (key %s): its payment is %d %q, the call sent %d %q", c.n, c.key, ps[0].amount, ps[0].description, c.amount, c.description)
 		}

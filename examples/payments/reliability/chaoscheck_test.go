@@ -15,7 +15,7 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 	healed := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	clean := func() (chaosHistory, chaosDB) {
 		var h chaosHistory
-		db := chaosDB{keys: map[string]chaosKeyRow{}}
+		db := chaosDB{keys: map[string]chaosKeyRow{}, charges: map[string]int{}}
 		for i := 1; i <= 3; i++ {
 			key := fmt.Sprintf("k-%d", i)
 			c := chaosCall{n: i, key: key, amount: int64(100 + i), description: fmt.Sprintf("call %d", i), status: http.StatusCreated}
@@ -30,11 +30,12 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 				chaosAttempt{key: key, start: at.Add(time.Second), end: at.Add(time.Second + time.Millisecond), status: http.StatusCreated, replayed: true, body: body})
 			db.payments = append(db.payments, chaosPayment{id: fmt.Sprintf("pay_%d", i), key: key, amount: c.amount, description: c.description})
 			db.keys[key] = chaosKeyRow{status: "completed", responseStatus: http.StatusCreated, body: body}
+			db.charges[key] = 1
 		}
 		return h, db
 	}
 	h, db := clean()
-	if v := checkChaos(h, db, healed); len(v.problems) != 0 || v.duplicates+v.lost+v.stuck+v.mismatched+v.overdue != 0 {
+	if v := checkChaos(h, db, healed); len(v.problems) != 0 || v.duplicates+v.lost+v.stuck+v.mismatched+v.overdue != 0 || v.downstream != 3 {
 		t.Fatalf("a clean history: %+v", v)
 	}
 
@@ -74,6 +75,12 @@ func TestChaosCheckerCatchesPlantedBugs(t *testing.T) {
 				chaosAttempt{key: "star-2", start: at, end: at.Add(time.Millisecond), status: http.StatusOK, body: []byte(`{"payment_id":"pay_1","stars":2}`)})
 			db.stars = map[string]int64{"pay_1": 1}
 		}, func(v chaosVerdict) int { return v.lost }, "LOST: payment pay_1 was starred (2xx) under 2 keys but has 1 stars"},
+		{"a second charge for a payment (its retry called the provider under a fresh key)", func(h *chaosHistory, db *chaosDB) {
+			db.charges["k-2"] = 2
+		}, func(v chaosVerdict) int { return v.duplicates }, "DUPLICATE: the provider charged key k-2's payment 2 times"},
+		{"a payment the provider never charged", func(h *chaosHistory, db *chaosDB) {
+			delete(db.charges, "k-3")
+		}, func(v chaosVerdict) int { return v.lost }, "LOST: call 3 (key k-3) has a payment but the provider no charge"},
 		{"a payment under a key no call sent", func(h *chaosHistory, db *chaosDB) {
 			db.payments = append(db.payments, chaosPayment{id: "pay_x", key: "stray"})
 		}, func(v chaosVerdict) int { return v.duplicates }, "which no call sent"},

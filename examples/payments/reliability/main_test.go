@@ -49,6 +49,7 @@ var build struct {
 	once     sync.Once
 	payments string // ../cmd/server with shortLease and shortTimeout
 	sessions string // testdata/sessions
+	provider string // ../provider/cmd/provider, as committed
 	err      error
 }
 
@@ -57,7 +58,7 @@ func servers(t *testing.T) (payments, sessions string) {
 	t.Helper()
 	build.once.Do(func() {
 		start := time.Now()
-		build.payments, build.sessions, build.err = buildServers()
+		build.payments, build.sessions, build.provider, build.err = buildServers()
 		t.Logf("built the test servers in %v", time.Since(start).Round(time.Millisecond))
 	})
 	if build.err != nil {
@@ -66,7 +67,22 @@ func servers(t *testing.T) (payments, sessions string) {
 	return build.payments, build.sessions
 }
 
-func buildServers() (payments, sessions string, err error) {
+// providerServer returns the path of the payment-provider stand-in's build.
+func providerServer(t *testing.T) string {
+	t.Helper()
+	servers(t)
+	return build.provider
+}
+
+func buildServers() (payments, sessions, provider string, err error) {
+	payments, sessions, err = buildPaymentServers()
+	if err != nil {
+		return "", "", "", err
+	}
+	return payments, sessions, filepath.Join(filepath.Dir(payments), "provider"), nil
+}
+
+func buildPaymentServers() (payments, sessions string, err error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return "", "", err
@@ -137,7 +153,7 @@ func buildServers() (payments, sessions string, err error) {
 	}
 	bin := filepath.Join(dir, "bin")
 	cmd := exec.Command(goCmd, "build", "-overlay", ovPath, "-o", bin+string(filepath.Separator),
-		"./payments/cmd/server", "./payments/reliability/internal/sessions")
+		"./payments/cmd/server", "./payments/reliability/internal/sessions", "./payments/provider/cmd/provider")
 	cmd.Dir = filepath.Join(root, "examples") // the examples module
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", "", fmt.Errorf("go build: %v\n%s", err, out)
