@@ -83,7 +83,8 @@ func TestChaos(t *testing.T) {
 		t.Logf("no redis-server (%v): no starPayment calls, no Redis faults", noRedis)
 	}
 	prov := startProvider(t, c)
-	h := newChaosHarness(t, c, rs, bin, prov.addr)
+	pu, _ := url.Parse(prov.url)
+	h := newChaosHarness(t, c, rs, bin, pu.Host)
 	probe := h.call(context.Background(), 0)
 	if probe.status != http.StatusCreated {
 		t.Fatalf("the service does not work before any fault: %+v", probe)
@@ -113,10 +114,12 @@ func TestChaos(t *testing.T) {
 	fw.Wait()
 	time.Sleep(time.Until(start.Add(dur))) // the workload runs for the whole duration
 	stop.Store(true)
-	healed := time.Now()
+	// Every fault has healed itself; healAll makes sure of it (no toxic left, every
+	// process up).
 	if err := h.healAll(); err != nil {
 		t.Fatal(err)
 	}
+	healed := time.Now()
 	wg.Wait()
 	h.burstWG.Wait()
 
@@ -314,24 +317,12 @@ type chaosAttempt struct {
 func newChaosHarness(t *testing.T, c *pgembed.Cluster, rs *redistest.Server, bin, providerAddr string) *chaosHarness {
 	h := &chaosHarness{t: t, cluster: c, redis: rs, bin: bin, killed: make([]bool, chaosReplicas)}
 	for i := range chaosReplicas {
-		psrv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-		pp := toxiproxy.NewProxy(psrv, fmt.Sprintf("provider-%d", i), "127.0.0.1:0", providerAddr)
-		if err := pp.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pp.Stop)
-		h.plink = append(h.plink, pp)
+		h.plink = append(h.plink, linkProxy(t, fmt.Sprintf("provider-%d", i), providerAddr))
 		fp := newFaultProxy(t, c.URL())
 		h.db = append(h.db, fp.proxy)
 		h.dbURLs = append(h.dbURLs, fp.url)
 		if rs != nil {
-			srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-			rp := toxiproxy.NewProxy(srv, fmt.Sprintf("redis-%d", i), "127.0.0.1:0", rs.Addr())
-			if err := rp.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(rp.Stop)
-			h.rlink = append(h.rlink, rp)
+			h.rlink = append(h.rlink, linkProxy(t, fmt.Sprintf("redis-%d", i), rs.Addr()))
 		}
 		p, err := h.startReplica(i, "127.0.0.1:0")
 		if err != nil {
@@ -340,13 +331,7 @@ func newChaosHarness(t *testing.T, c *pgembed.Cluster, rs *redistest.Server, bin
 		h.replicas = append(h.replicas, p)
 		u, _ := url.Parse(p.url)
 		h.addrs = append(h.addrs, u.Host)
-		srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-		cp := toxiproxy.NewProxy(srv, fmt.Sprintf("client-%d", i), "127.0.0.1:0", u.Host)
-		if err := cp.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cp.Stop)
-		h.client = append(h.client, cp)
+		h.client = append(h.client, linkProxy(t, fmt.Sprintf("client-%d", i), u.Host))
 	}
 	h.doer = &chaosDoer{h: h, hc: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 5 * time.Second}}}
 	h.retry = &idemclient.Client{
@@ -357,6 +342,19 @@ func newChaosHarness(t *testing.T, c *pgembed.Cluster, rs *redistest.Server, bin
 		AttemptTimeout: requestBound + 4*time.Second,
 	}
 	return h
+}
+
+// linkProxy starts a toxiproxy proxy (as a library) on a free loopback port in front of
+// upstream (host:port), stopped when t ends.
+func linkProxy(t *testing.T, name, upstream string) *toxiproxy.Proxy {
+	t.Helper()
+	srv := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	p := toxiproxy.NewProxy(srv, name, "127.0.0.1:0", upstream)
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Stop)
+	return p
 }
 
 func (h *chaosHarness) startReplica(i int, addr string) (*proc, error) {
@@ -374,21 +372,14 @@ func (h *chaosHarness) startReplica(i int, addr string) (*proc, error) {
 // providerDB is the provider stand-in's database, on the cluster of the payments.
 const providerDB = "provider"
 
-// startProvider creates the provider's database and starts the stand-in on it; it
-// returns its host:port.
-func startProvider(t *testing.T, c *pgembed.Cluster) (p struct {
-	*proc
-	addr string
-}) {
+// startProvider creates the provider's database and starts the stand-in on it.
+func startProvider(t *testing.T, c *pgembed.Cluster) *proc {
 	t.Helper()
 	d := openDB(t, c.URL())
 	if _, err := d.pool.Exec(context.Background(), "CREATE DATABASE "+providerDB); err != nil {
 		t.Fatal(err)
 	}
-	p.proc = startProc(t, "provider", providerServer(t), c.DatabaseURL(providerDB))
-	u, _ := url.Parse(p.url)
-	p.addr = u.Host
-	return p
+	return startProc(t, "provider", providerServer(t), c.DatabaseURL(providerDB))
 }
 
 // readCharges reads the provider's charges: reference (the payment's key) → count.
