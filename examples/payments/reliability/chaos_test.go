@@ -59,6 +59,21 @@ func TestChaos(t *testing.T) {
 			dur = 8 * time.Second
 		}
 	}
+	// Kernel-level blackholes need routes of the test's own: the run moves into a network
+	// namespace of its own when it can (TestKernelBlackhole's way), and says so.
+	kernel := inNetns()
+	if !kernel {
+		if reason := netnsUnavailable(); reason != "" {
+			fmt.Printf("chaos: no kernel-level blackholes: %s\n", reason)
+		} else {
+			out, err := runInNetns(t.Name(), fmt.Sprintf("-chaos.seed=%d", seed), "-chaos.duration="+dur.String(), "-chaos.kinds="+*chaosKinds)
+			fmt.Print(out) // the run's output, its last line the run's figures
+			if err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
 	fmt.Printf("chaos: seed=%d duration=%v (replay with -chaos.seed=%d -chaos.duration=%v)\n", seed, dur, seed, dur)
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
 	// The Redis store's operation (starPayment) runs on a Redis of its own when the
@@ -68,12 +83,20 @@ func TestChaos(t *testing.T) {
 	if noRedis != nil && os.Getenv("CI") == "true" {
 		t.Fatal(noRedis)
 	}
-	schedule := newSchedule(rng, dur, chaosReplicas, noRedis == nil)
+	schedule := newSchedule(rng, dur, chaosReplicas, noRedis == nil, kernel)
 	for _, f := range schedule {
 		t.Logf("fault %2d at %6.2fs for %5.2fs: %s", f.n, f.at.Seconds(), f.dur.Seconds(), f)
 	}
 
 	zerolog.SetGlobalLevel(zerolog.WarnLevel) // toxiproxy's toxics log their interruptions at trace level
+	if kernel {
+		// Replica i reaches its database link at 127.0.0.(10+i); table 100, looked up
+		// before the local table for 127.0.0.8/29, holds a blackhole route for it while a
+		// kernel-blackhole fault lasts.
+		for _, cmd := range []string{"ip rule add pref 10 to 127.0.0.8/29 lookup 100", "ip rule del pref 0", "ip rule add pref 20 lookup local"} {
+			ipCmd(t, cmd)
+		}
+	}
 	bin, _ := servers(t)
 	c := restartableCluster(t)
 	var rs *redistest.Server
@@ -84,7 +107,7 @@ func TestChaos(t *testing.T) {
 	}
 	prov := startProvider(t, c)
 	pu, _ := url.Parse(prov.url)
-	h := newChaosHarness(t, c, rs, bin, pu.Host)
+	h := newChaosHarness(t, c, rs, bin, pu.Host, kernel)
 	probe := h.call(context.Background(), 0)
 	if probe.status != http.StatusCreated {
 		t.Fatalf("the service does not work before any fault: %+v", probe)
@@ -203,6 +226,8 @@ func (f fault) String() string {
 		return fmt.Sprintf("pool exhaustion on replica %d (1s latency each way to PostgreSQL and a burst of %d calls)", f.replica, burstCalls)
 	case "redis-kill":
 		return "kill -9 of Redis (restarted empty after the fault)"
+	case "kernel-blackhole":
+		return fmt.Sprintf("kernel-level blackhole (a blackhole route: no ACK, no RST) between replica %d and its database link", f.replica)
 	}
 	return f.kind // pg-restart, pg-crash
 }
@@ -211,13 +236,16 @@ var faultKinds = []string{"replica-kill", "pg-restart", "pg-crash", "latency", "
 
 // newSchedule draws about one fault per 1.5 s of dur, overlapping: the first ones cycle
 // through every kind (in a drawn order), the rest are drawn at random.
-func newSchedule(rng *rand.Rand, dur time.Duration, replicas int, redis bool) []fault {
+func newSchedule(rng *rand.Rand, dur time.Duration, replicas int, redis, kernel bool) []fault {
 	n := max(int(dur/(1500*time.Millisecond)), 4)
 	kinds := append([]string(nil), faultKinds...)
 	links := []string{"client", "db", "provider"}
 	if redis {
 		kinds = append(kinds, "redis-kill")
 		links = append(links, "redis")
+	}
+	if kernel {
+		kinds = append(kinds, "kernel-blackhole")
 	}
 	if *chaosKinds != "" {
 		kinds = slices.DeleteFunc(kinds, func(k string) bool { return !slices.Contains(strings.Split(*chaosKinds, ","), k) })
@@ -247,6 +275,9 @@ func newSchedule(rng *rand.Rand, dur time.Duration, replicas int, redis bool) []
 			// Long enough for the burst's later calls to wait out the acquire timeout (5s)
 			// behind the first ones (each about 6s: three round trips of 2s).
 			f.dur = max(f.dur, 7*time.Second)
+		case "kernel-blackhole":
+			// Past the TCP user timeout (10 s) and the keepalive's reach now and then.
+			f.dur = 6*time.Second + time.Duration(rng.Int64N(int64(8*time.Second)))
 		case "pg-crash", "pg-restart":
 			f.dur = 200*time.Millisecond + time.Duration(rng.Int64N(int64(2*time.Second)))
 		}
@@ -282,6 +313,8 @@ type chaosHarness struct {
 	redisMu  sync.Mutex
 	rlink    []*toxiproxy.Proxy // replica ↔ Redis (nil without Redis)
 	pgMu     sync.Mutex         // PostgreSQL faults one at a time
+	kernelMu sync.Mutex
+	holes    []int // kernel blackholes in force per replica (the route is there while > 0)
 	burstWG  sync.WaitGroup
 
 	calls    []*chaosCall
@@ -314,11 +347,15 @@ type chaosAttempt struct {
 	err        string
 }
 
-func newChaosHarness(t *testing.T, c *pgembed.Cluster, rs *redistest.Server, bin, providerAddr string) *chaosHarness {
-	h := &chaosHarness{t: t, cluster: c, redis: rs, bin: bin, killed: make([]bool, chaosReplicas)}
+func newChaosHarness(t *testing.T, c *pgembed.Cluster, rs *redistest.Server, bin, providerAddr string, kernel bool) *chaosHarness {
+	h := &chaosHarness{t: t, cluster: c, redis: rs, bin: bin, killed: make([]bool, chaosReplicas), holes: make([]int, chaosReplicas)}
 	for i := range chaosReplicas {
 		h.plink = append(h.plink, linkProxy(t, fmt.Sprintf("provider-%d", i), providerAddr))
-		fp := newFaultProxy(t, c.URL())
+		host := "127.0.0.1"
+		if kernel {
+			host = replicaDBHost(i)
+		}
+		fp := newFaultProxyOn(t, c.URL(), host)
 		h.db = append(h.db, fp.proxy)
 		h.dbURLs = append(h.dbURLs, fp.url)
 		if rs != nil {
@@ -343,6 +380,10 @@ func newChaosHarness(t *testing.T, c *pgembed.Cluster, rs *redistest.Server, bin
 	}
 	return h
 }
+
+// replicaDBHost is the loopback address replica i reaches its database link at, in a
+// run with kernel-level blackholes.
+func replicaDBHost(i int) string { return fmt.Sprintf("127.0.0.%d", 10+i) }
 
 // linkProxy starts a toxiproxy proxy (as a library) on a free loopback port in front of
 // upstream (host:port), stopped when t ends.
@@ -605,6 +646,24 @@ func (h *chaosHarness) apply(f fault) {
 				}
 			}()
 			h.redis.Restart()
+		})
+	case "kernel-blackhole":
+		route := "ip route add blackhole " + replicaDBHost(f.replica) + " table 100"
+		h.kernelMu.Lock()
+		if h.holes[f.replica]++; h.holes[f.replica] == 1 {
+			if err := ipErr(route); err != nil {
+				h.t.Errorf("fault %d: %v", f.n, err)
+			}
+		}
+		h.kernelMu.Unlock()
+		heal = append(heal, func() {
+			h.kernelMu.Lock()
+			defer h.kernelMu.Unlock()
+			if h.holes[f.replica]--; h.holes[f.replica] == 0 {
+				if err := ipErr(strings.Replace(route, " add ", " del ", 1)); err != nil {
+					h.t.Errorf("fault %d: %v", f.n, err)
+				}
+			}
 		})
 	case "pool-exhaustion":
 		for _, stream := range []string{"upstream", "downstream"} {

@@ -2,6 +2,8 @@ package reliability
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"os"
@@ -43,7 +45,14 @@ const userTimeout = 10 * time.Second
 // else's; without unshare or the rights to it, it is skipped and says why.
 func TestKernelBlackhole(t *testing.T) {
 	if os.Getenv(netnsEnv) != "1" {
-		runInNetns(t)
+		if reason := netnsUnavailable(); reason != "" {
+			t.Skip(reason)
+		}
+		out, err := runInNetns(t.Name())
+		t.Logf("inside the network namespace:\n%s", out)
+		if err != nil {
+			t.Fatal(err)
+		}
 		return
 	}
 	// Inside the namespace: table 100, looked up before the local table for blackholeAddr,
@@ -115,24 +124,36 @@ func TestKernelBlackhole(t *testing.T) {
 		" (TCP user timeout "+userTimeout.String()+", its own bound 60s)")
 }
 
-// runInNetns runs TestKernelBlackhole again in a new network namespace (unshare -n, the
-// loopback brought up), streaming its output, and fails when it fails.
-func runInNetns(t *testing.T) {
+// netnsUnavailable says why no network namespace can be made here ("" when one can).
+func netnsUnavailable() string {
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
-		t.Skipf("no unshare (util-linux): %v", err)
+		return "no unshare (util-linux): " + err.Error()
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skipf("no ip (iproute2): %v", err)
+		return "no ip (iproute2): " + err.Error()
 	}
 	if out, err := exec.Command(unshare, "-n", "ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
-		t.Skipf("cannot make a network namespace here (unshare -n: %v %s)", err, out)
+		return fmt.Sprintf("cannot make a network namespace here (unshare -n: %v %s)", err, out)
 	}
-	args := []string{"-n", "sh", "-c", `ip link set lo up && exec "$0" "$@"`, os.Args[0], "-test.run", "^TestKernelBlackhole$", "-test.count", "1"}
+	return ""
+}
+
+// inNetns reports whether this test binary runs in the network namespace runInNetns made.
+func inNetns() bool { return os.Getenv(netnsEnv) == "1" }
+
+// runInNetns runs the test named test again, in this test binary, in a new network
+// namespace (unshare -n, the loopback brought up), with args added (flags of its own),
+// and returns its output; the error says it failed.
+func runInNetns(test string, args ...string) (string, error) {
+	all := []string{"-n", "sh", "-c", `ip link set lo up && exec "$0" "$@"`, os.Args[0], "-test.run", "^" + test + "$", "-test.count", "1"}
 	if testing.Verbose() {
-		args = append(args, "-test.v")
+		all = append(all, "-test.v")
 	}
-	cmd := exec.Command(unshare, args...)
+	if testing.Short() {
+		all = append(all, "-test.short")
+	}
+	cmd := exec.Command("unshare", append(all, args...)...)
 	// Its own throwaway cluster: a DATABASE_URL server is out of the namespace's reach.
 	cmd.Env = []string{netnsEnv + "=1"}
 	for _, kv := range os.Environ() {
@@ -141,19 +162,27 @@ func runInNetns(t *testing.T) {
 		}
 	}
 	out, err := cmd.CombinedOutput()
-	t.Logf("inside the network namespace:\n%s", out)
+	if err == nil && !strings.Contains(string(out), "PASS") {
+		err = errors.New("no PASS")
+	}
 	if err != nil {
-		t.Fatalf("TestKernelBlackhole in its network namespace: %v", err)
+		return string(out), fmt.Errorf("%s in its network namespace: %w", test, err)
 	}
-	if !strings.Contains(string(out), "PASS") {
-		t.Fatal("TestKernelBlackhole in its network namespace did not say PASS")
-	}
+	return string(out), nil
 }
 
 func ipCmd(t *testing.T, cmd string) {
 	t.Helper()
+	if err := ipErr(cmd); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// ipErr runs an ip command (its words separated by blanks).
+func ipErr(cmd string) error {
 	f := strings.Fields(cmd)
 	if out, err := exec.Command(f[0], f[1:]...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v %s", cmd, err, out)
+		return fmt.Errorf("%s: %v %s", cmd, err, out)
 	}
+	return nil
 }
