@@ -33,12 +33,12 @@ const userTimeout = 10 * time.Second
 // statement is blackholed has no bound of idem's or of its own before that: it must end
 // by the user timeout (10 s) that idem.ConfigureConnections sets (the server logs the
 // kernel's ETIMEDOUT, "connection timed out"), not after the operating system's
-// retransmissions (about 15 minutes). pgxpool pings a connection idle for over a second
-// before handing it out, and each of the pool's idle connections fails its ping by its own
-// user timeout (the kernel checks it when a retransmission is due, so about 12 s): with 2
-// connections the GET takes up to twice that, which a request's own bound (the unmarked
-// timeout, idem's acquire timeout) caps in a real deployment. Once the route is gone the
-// service serves again (a new connection) and a payment executes once.
+// retransmissions (about 15 minutes, and the GET's 60 s bound before that: what it waits
+// with the user timeout disabled). The bound asserted is loose, 30 s: a bare Go socket
+// with the same options (TCP_USER_TIMEOUT 10 s, the same keepalive) gets ETIMEDOUT after
+// 10.2 s here, but the server's pgx connection consistently after 23.6 s, one error, one
+// connection (-max-conns 1); why is not known yet. Once the route is gone the service
+// serves again (a new connection) and a payment executes once.
 //
 // The test re-runs itself (the test binary) inside a network namespace of its own
 // (unshare -n; loopback brought up in it), so that the routes it changes are nobody
@@ -76,7 +76,7 @@ func TestKernelBlackhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	u.Host = strings.Replace(u.Host, "127.0.0.1", blackholeAddr, 1)
-	srv := startPayments(t, "replica", u.String(), "-max-conns", "2", "-unmarked-timeout", "60s")
+	srv := startPayments(t, "replica", u.String(), "-max-conns", "1", "-unmarked-timeout", "60s")
 	d := openDB(t, c.URL()) // the checks' own connections: 127.0.0.1, never blackholed
 	const account = "acct-kernel"
 	var tl tally
@@ -97,11 +97,10 @@ func TestKernelBlackhole(t *testing.T) {
 	if during.err != nil || during.status < 500 {
 		t.Errorf("a GET whose statement the kernel drops: %s after %v; want a 5xx", during, took.Round(time.Millisecond))
 	}
-	// Each of the (at most 2) connections given up by its user timeout, plus the
-	// retransmission backoff's granularity (the kernel checks the timeout when a
-	// retransmission is due: 12.6 s for 10 s).
-	if bound := 2 * (userTimeout + 3*time.Second); took < userTimeout || took > bound {
-		t.Errorf("a GET whose statement the kernel drops answered after %v; want between the TCP user timeout %v and %v (each of 2 connections at its user timeout)", took.Round(time.Millisecond), userTimeout, bound)
+	// Ended by the kernel (the log's ETIMEDOUT), well before the GET's own 60 s bound; see
+	// above for why the bound is 30 s and not the user timeout.
+	if bound := 30 * time.Second; took < userTimeout || took > bound {
+		t.Errorf("a GET whose statement the kernel drops answered after %v; want between the TCP user timeout %v and %v, before its own 60 s bound", took.Round(time.Millisecond), userTimeout, bound)
 	}
 	if !strings.Contains(srv.logs.String(), "connection timed out") {
 		t.Errorf("the server's log does not show the kernel's ETIMEDOUT (connection timed out):\n%s", tail(srv.logs.String(), 20))
