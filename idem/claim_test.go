@@ -362,7 +362,8 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 }
 
 // A pool whose every connection is held does not hold requests without bound: acquiring
-// a connection fails within the store's acquire timeout.
+// a connection fails within the store's acquire timeout, wrapping ErrPoolExhausted (503
+// with Retry-After), for a keyed request and for one without a key alike.
 func TestPoolExhaustionIsBounded(t *testing.T) {
 	url := pgtest.NewDB(t)
 	pool := pgtest.PoolWithMax(t, url, 1)
@@ -376,22 +377,35 @@ func TestPoolExhaustionIsBounded(t *testing.T) {
 	}
 	e.store = NewStore(pool, WithAcquireTimeout(200*time.Millisecond))
 	o := e.park(t, policy("createThing"), "k")
-	start := time.Now()
-	_, err := e.store.Do(context.Background(), policy("createThing"), ptr("other"), parts("x"), insertOne("x"))
-	if took := time.Since(start); err == nil || took > 5*time.Second {
-		t.Fatalf("a request on a full pool: %v after %s; want an acquire error within the timeout", err, took)
-	}
-	if !errors.Is(err, ErrPoolExhausted) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("a request on a full pool: %v; want ErrPoolExhausted wrapping the acquire's deadline", err)
-	}
-	w := httptest.NewRecorder()
-	NewResponseErrorHandler(func(*http.Request, error) {})(w, httptest.NewRequest("POST", "/x", nil), &DoError{Err: err})
-	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" {
-		t.Fatalf("a request on a full pool answered %d, Retry-After %q; want 503 with Retry-After: 1", w.Code, w.Header().Get("Retry-After"))
+	// A keyed request, and one without a key under a policy that allows that (its plain
+	// transaction acquires the same way).
+	keyless := policy("createThing")
+	keyless.KeyRequired = false
+	for _, c := range []struct {
+		name string
+		p    *Policy
+		key  *string
+	}{{"keyed", policy("createThing"), ptr("other")}, {"keyless", keyless, nil}} {
+		start := time.Now()
+		_, err := e.store.Do(context.Background(), c.p, c.key, parts("x"), insertOne("x"))
+		if took := time.Since(start); err == nil || took > 5*time.Second {
+			t.Fatalf("%s: a request on a full pool: %v after %s; want an acquire error within the timeout", c.name, err, took)
+		}
+		if !errors.Is(err, ErrPoolExhausted) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("%s: a request on a full pool: %v; want ErrPoolExhausted wrapping the acquire's deadline", c.name, err)
+		}
+		w := httptest.NewRecorder()
+		NewResponseErrorHandler(func(*http.Request, error) {})(w, httptest.NewRequest("POST", "/x", nil), &DoError{Err: err})
+		if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "1" {
+			t.Fatalf("%s: a request on a full pool answered %d, Retry-After %q; want 503 with Retry-After: 1", c.name, w.Code, w.Header().Get("Retry-After"))
+		}
 	}
 	o.finish()
 	if o.err != nil || o.resp.Outcome != OutcomeCompleted {
 		t.Fatalf("owner: %+v, %v", o.resp, o.err)
+	}
+	if resp, err := e.store.Do(context.Background(), keyless, nil, parts("y"), insertOne("y")); err != nil || resp.Outcome != OutcomeUnkeyed {
+		t.Fatalf("a keyless request once the pool is free: %+v, %v", resp, err)
 	}
 }
 

@@ -187,26 +187,54 @@ func (c *call) connect(ctx context.Context) error {
 	if c.conn != nil {
 		return nil
 	}
-	actx, cancel := context.WithTimeout(ctx, c.s.acquireTimeout)
-	defer cancel()
-	conn, err := c.s.pool.Acquire(actx)
-	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%w (waited %s): %w", ErrPoolExhausted, c.s.acquireTimeout, err)
-	}
+	conn, err := c.s.acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("idem: acquire a connection: %w", err)
+		return err
 	}
 	c.conn = conn
 	return nil
 }
 
-// dropConn gives the business connection back to the pool (which closes it if a
-// transaction is still open on it).
+// acquire takes a connection from the pool within the store's acquire timeout and ctx. A
+// wait that the acquire timeout ended (ctx still live) wraps [ErrPoolExhausted].
+func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
+	actx, cancel := context.WithTimeout(ctx, s.acquireTimeout)
+	defer cancel()
+	conn, err := s.pool.Acquire(actx)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return nil, fmt.Errorf("%w (waited %s): %w", ErrPoolExhausted, s.acquireTimeout, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("idem: acquire a connection: %w", err)
+	}
+	return conn, nil
+}
+
+// dropConn gives the business connection back to the pool ([giveBack]).
 func (c *call) dropConn() {
 	if c.conn != nil {
-		c.conn.Release()
+		giveBack(c.conn)
 		c.conn = nil
 	}
+}
+
+// giveBack returns conn to the pool (which closes it if a transaction is still open on
+// it). A connection pgx has given up (closed after a flight past its deadline, or a
+// transport error) leaves the pool at once and its socket is closed now: its pool slot
+// is free at the deadline. Released to the pool instead, it would hold its slot while
+// pgx's close path runs (pgconn's asyncClose sends a cancel request, then reads the
+// socket until the server closes it, for up to 15 s) and the pool's destructor waits for
+// that: a frozen database (or PgBouncer) whose network still acknowledges would keep
+// every given-up slot 15 s past its deadline, and the requests behind them would find the
+// pool exhausted. pgx's close goroutine still runs (its cancel request bounded by its
+// own 15 s), holding no slot; the pool's BeforeClose hook is not called for such a
+// connection.
+func giveBack(conn *pgxpool.Conn) {
+	if !conn.Conn().IsClosed() {
+		conn.Release()
+		return
+	}
+	_ = conn.Hijack().PgConn().Conn().Close()
 }
 
 // unkeyed runs fn in a plain transaction: the policy allows requests without a key.
@@ -225,17 +253,29 @@ func (s *Store) unkeyed(ctx context.Context, p *Policy, fn Func) (resp *Response
 	}
 }
 
+// plainTx is one attempt of an unkeyed request, bounded as a keyed one is: the pool
+// acquire by the acquire timeout (an exhausted pool wraps [ErrPoolExhausted]), BEGIN and
+// COMMIT each by the flight timeout (the socket's deadline, as the protocol's flights),
+// the business by the policy's timeout; a connection given up is closed at once
+// ([giveBack]).
 func (s *Store) plainTx(ctx, bg context.Context, p *Policy, fn Func) (*Response, error) {
-	actx, cancel := context.WithTimeout(ctx, s.acquireTimeout+s.flightTimeout)
-	tx, err := s.pool.BeginTx(actx, pgx.TxOptions{IsoLevel: p.Isolation})
-	cancel()
+	conn, err := s.acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer giveBack(conn)
+	pc := conn.Conn()
+	fctx, d := s.boundFlights(ctx, pc)
+	tx, err := pc.BeginTx(fctx, pgx.TxOptions{IsoLevel: p.Isolation})
+	err = d.err(err)
+	d.end()
 	if err != nil {
 		return nil, fmt.Errorf("idem: begin: %w", err)
 	}
 	defer func() {
-		rctx, cancel := s.flightContext(bg)
-		defer cancel()
-		_ = tx.Rollback(rctx)
+		rctx, d := s.boundFlights(bg, pc)
+		_ = tx.Rollback(rctx) // a no-op after the commit
+		d.end()
 	}()
 	bctx, cancel := withTimeout(ctx, p.Timeout)
 	defer cancel()
@@ -250,9 +290,10 @@ func (s *Store) plainTx(ctx, bg context.Context, p *Policy, fn Func) (*Response,
 	if !s.cacheable(resp.Status) {
 		return resp, nil // rolled back by the deferred Rollback
 	}
-	cctx, cancel := s.flightContext(bg)
-	defer cancel()
-	if err := tx.Commit(cctx); err != nil {
+	cctx, d := s.boundFlights(bg, pc)
+	err = d.err(tx.Commit(cctx))
+	d.end()
+	if err != nil {
 		return nil, fmt.Errorf("idem: commit: %w", err)
 	}
 	return resp, nil

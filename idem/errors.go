@@ -1,6 +1,7 @@
 package idem
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -37,7 +38,9 @@ func (e *DoError) Unwrap() error { return e.Err }
 // detail does not leak the error text (see [DoError] for what it says; an error wrapping
 // [ErrCommitUnknown]: 503 with Retry-After, saying that the outcome is unknown and that a
 // retry with the same key settles it; one wrapping [ErrPoolExhausted]: 503 with
-// Retry-After, saying that nothing ran), and logs the error with log/slog's default logger
+// Retry-After, saying that nothing ran; another error, not a [DoError], wrapping
+// [context.DeadlineExceeded], such as an unmarked operation's past the deadline its
+// wiring gives it: 503 with Retry-After), and logs the error with log/slog's default logger
 // (level Error; method, path and error as attributes). Its signature fits
 // StrictHTTPServerOptions.ResponseErrorHandlerFunc. For another logger, use
 // [NewResponseErrorHandler].
@@ -66,6 +69,10 @@ func writeServerError(w http.ResponseWriter, err error) {
 		WriteProblem(w, http.StatusServiceUnavailable, "no database connection was free within the acquire timeout: nothing ran; retry, with the same idempotency key if it had one")
 	case errors.As(err, &de):
 		WriteProblem(w, http.StatusInternalServerError, "the request failed; it may be retried, with the same idempotency key if it had one")
+	case errors.Is(err, context.DeadlineExceeded):
+		// An unmarked operation past its deadline (a frozen database, an exhausted pool).
+		w.Header().Set("Retry-After", "1")
+		WriteProblem(w, http.StatusServiceUnavailable, "the request did not finish within its deadline (the database did not answer in time); retry")
 	default:
 		WriteProblem(w, http.StatusInternalServerError, "the request failed")
 	}

@@ -52,6 +52,10 @@ func TestResponseErrorHandlerDetail(t *testing.T) {
 		{&DoError{Err: errBusiness}, 500, "it may be retried, with the same idempotency key if it had one", ""},
 		{&DoError{Err: fmt.Errorf("%w: connection reset", ErrCommitUnknown)}, 503, "outcome is unknown", "rolled back"},
 		{&DoError{Err: fmt.Errorf("%w: %w", ErrPoolExhausted, context.DeadlineExceeded)}, 503, "nothing ran", "outcome is unknown"},
+		// An unmarked operation past the deadline its wiring gives it; a marked one's
+		// business past its timeout stays a 500 (rolled back, a retry runs).
+		{fmt.Errorf("get payment: %w", context.DeadlineExceeded), 503, "within its deadline", "idempotency key"},
+		{&DoError{Err: fmt.Errorf("business: %w", context.DeadlineExceeded)}, 500, "same idempotency key", "deadline"},
 	} {
 		w := httptest.NewRecorder()
 		NewResponseErrorHandler(func(*http.Request, error) {})(w, httptest.NewRequest("POST", "/x", nil), c.err)

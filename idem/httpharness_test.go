@@ -43,7 +43,7 @@ func (e *env) serve(p *Policy, bodyKey string, fn Func) *httptest.Server {
 		}
 		resp, err := e.store.Do(r.Context(), p, rawKey, []Part{{Name: "body", Value: body}}, fn)
 		if err != nil {
-			answerError(w, r, err)
+			answerError(w, r, &DoError{Err: err}) // as the generated layer wraps it
 			return
 		}
 		_ = resp.WriteTo(w)

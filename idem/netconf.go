@@ -5,6 +5,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -24,6 +25,12 @@ const DefaultTCPUserTimeout = 10 * time.Second
 // with ALTER ROLE or in postgresql.conf, not as startup parameters, which PgBouncer
 // refuses). It replaces cfg.ConnConfig.DialFunc; userTimeout ≤ 0 means
 // [DefaultTCPUserTimeout].
+//
+// It also wraps cfg.BeforeClose (the earlier hook still runs first) so that a connection
+// pgx has already given up (a statement's context ended on a dead or frozen link) has its
+// socket closed as soon as the pool destroys it: pgx's close path would otherwise read the
+// socket until the server closes it, for up to 15 s, and the pool holds the connection's
+// slot until then. Connections idem itself gives up are closed at once either way.
 func ConfigureConnections(cfg *pgxpool.Config, userTimeout time.Duration) {
 	if userTimeout <= 0 {
 		userTimeout = DefaultTCPUserTimeout
@@ -42,5 +49,14 @@ func ConfigureConnections(cfg *pgxpool.Config, userTimeout time.Duration) {
 	}
 	cfg.ConnConfig.DialFunc = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		return d.DialContext(ctx, network, addr)
+	}
+	before := cfg.BeforeClose
+	cfg.BeforeClose = func(conn *pgx.Conn) {
+		if before != nil {
+			before(conn)
+		}
+		if conn.IsClosed() {
+			_ = conn.PgConn().Conn().Close()
+		}
 	}
 }

@@ -191,13 +191,6 @@ func WithStaleAfter(d time.Duration) Option {
 // its lease. (In pgx's exec and simple_protocol modes the bound is always SET LOCAL.)
 func WithTransactionPooler() Option { return func(s *Store) { s.pooler = true } }
 
-// flightContext bounds a flight by the store's flight timeout with a context: a request
-// without a key, whose transaction is pgx's (the business connection's flights use
-// boundFlights).
-func (s *Store) flightContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, s.flightTimeout)
-}
-
 // WithScope sets the scope function; without one every key is in scope "".
 func WithScope(f ScopeFunc) Option { return func(s *Store) { s.scope = f } }
 

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -48,6 +49,7 @@ var build struct {
 	once     sync.Once
 	payments string // ../cmd/server with shortLease and shortTimeout
 	sessions string // testdata/sessions
+	provider string // ../provider/cmd/provider, as committed
 	err      error
 }
 
@@ -56,7 +58,7 @@ func servers(t *testing.T) (payments, sessions string) {
 	t.Helper()
 	build.once.Do(func() {
 		start := time.Now()
-		build.payments, build.sessions, build.err = buildServers()
+		build.payments, build.sessions, build.provider, build.err = buildServers()
 		t.Logf("built the test servers in %v", time.Since(start).Round(time.Millisecond))
 	})
 	if build.err != nil {
@@ -65,7 +67,22 @@ func servers(t *testing.T) (payments, sessions string) {
 	return build.payments, build.sessions
 }
 
-func buildServers() (payments, sessions string, err error) {
+// providerServer returns the path of the payment-provider stand-in's build.
+func providerServer(t *testing.T) string {
+	t.Helper()
+	servers(t)
+	return build.provider
+}
+
+func buildServers() (payments, sessions, provider string, err error) {
+	payments, sessions, err = buildPaymentServers()
+	if err != nil {
+		return "", "", "", err
+	}
+	return payments, sessions, filepath.Join(filepath.Dir(payments), "provider"), nil
+}
+
+func buildPaymentServers() (payments, sessions string, err error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return "", "", err
@@ -136,7 +153,7 @@ func buildServers() (payments, sessions string, err error) {
 	}
 	bin := filepath.Join(dir, "bin")
 	cmd := exec.Command(goCmd, "build", "-overlay", ovPath, "-o", bin+string(filepath.Separator),
-		"./payments/cmd/server", "./payments/reliability/internal/sessions")
+		"./payments/cmd/server", "./payments/reliability/internal/sessions", "./payments/provider/cmd/provider")
 	cmd.Dir = filepath.Join(root, "examples") // the examples module
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", "", fmt.Errorf("go build: %v\n%s", err, out)
@@ -277,10 +294,25 @@ func startPayments(t *testing.T, name, databaseURL string, args ...string) *proc
 
 func startProc(t *testing.T, name, bin, databaseURL string, args ...string) *proc {
 	t.Helper()
+	p, err := startProcErr(t, name, bin, databaseURL, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startProcErr is startProc for goroutines other than the test's: it returns its error.
+func startProcErr(t *testing.T, name, bin, databaseURL string, args ...string) (*proc, error) {
+	return startProcEnv(t, name, bin, []string{"DATABASE_URL=" + databaseURL}, args...)
+}
+
+// startProcEnv starts bin with the variables of env (NAME=value) set over this process's.
+func startProcEnv(t *testing.T, name, bin string, vars []string, args ...string) (*proc, error) {
 	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
-	env := []string{"DATABASE_URL=" + databaseURL}
+	env := append([]string(nil), vars...)
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "DATABASE_URL=") {
+		k, _, _ := strings.Cut(kv, "=")
+		if !slices.ContainsFunc(vars, func(v string) bool { return strings.HasPrefix(v, k+"=") }) {
 			env = append(env, kv)
 		}
 	}
@@ -289,7 +321,7 @@ func startProc(t *testing.T, name, bin, databaseURL string, args ...string) *pro
 	cmd.Stderr = p.logs
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	// The server dies with the test process (parent-death signal). The signal fires when
 	// the thread that started the child exits, so that thread waits for the child.
@@ -306,7 +338,7 @@ func startProc(t *testing.T, name, bin, databaseURL string, args ...string) *pro
 		close(p.exited)
 	}()
 	if err := <-started; err != nil {
-		t.Fatalf("%s: %v", name, err)
+		return nil, fmt.Errorf("%s: %v", name, err)
 	}
 	t.Cleanup(func() {
 		p.stop()
@@ -327,11 +359,11 @@ func startProc(t *testing.T, name, bin, databaseURL string, args ...string) *pro
 	select {
 	case p.url = <-listening:
 	case <-p.exited:
-		t.Fatalf("%s exited at start:\n%s", name, tail(p.logs.String(), 40))
+		return nil, fmt.Errorf("%s exited at start:\n%s", name, tail(p.logs.String(), 40))
 	case <-time.After(60 * time.Second):
-		t.Fatalf("%s did not say \"listening on\" within 60s:\n%s", name, tail(p.logs.String(), 40))
+		return nil, fmt.Errorf("%s did not say \"listening on\" within 60s:\n%s", name, tail(p.logs.String(), 40))
 	}
-	return p
+	return p, nil
 }
 
 // kill9 kills the process with SIGKILL and waits for it: no shutdown, no cleanup.

@@ -158,12 +158,18 @@ type faultProxy struct {
 // the URL to give the service (sslmode=disable: the toxic reads the messages).
 func newFaultProxy(t *testing.T, databaseURL string) *faultProxy {
 	t.Helper()
+	return newFaultProxyOn(t, databaseURL, "127.0.0.1")
+}
+
+// newFaultProxyOn is newFaultProxy listening on host (a loopback address).
+func newFaultProxyOn(t *testing.T, databaseURL, host string) *faultProxy {
+	t.Helper()
 	u, err := url.Parse(databaseURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
-	p := toxiproxy.NewProxy(server, "postgres", "127.0.0.1:0", u.Host)
+	p := toxiproxy.NewProxy(server, "postgres", net.JoinHostPort(host, "0"), u.Host)
 	if err := p.Start(); err != nil {
 		t.Fatal(err)
 	}

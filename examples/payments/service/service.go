@@ -33,7 +33,9 @@ import (
 
 	"github.com/idemgen/idemgen/examples/payments/api"
 	"github.com/idemgen/idemgen/examples/payments/db"
+	providerapi "github.com/idemgen/idemgen/examples/payments/provider/api"
 	"github.com/idemgen/idemgen/idem"
+	"github.com/idemgen/idemgen/idem/idemclient"
 	"github.com/idemgen/idemgen/idem/idemredis"
 	"github.com/idemgen/idemgen/idem/idemvalidate"
 )
@@ -73,6 +75,46 @@ type Options struct {
 	Redis *idemredis.Store
 	// StoreOptions are passed on to idem.NewStore (deadlines, stale age, ...).
 	StoreOptions []idem.Option
+	// Provider, when set, is the payment provider's client (the stand-in of package
+	// provider): createPayment charges each payment with it, inside its business
+	// transaction, under a key derived from the payment's own (KeyInfo.Derive("charge")),
+	// so a payment rolled back after the charge and run again (a lost COMMIT, a crash)
+	// charges once. A failed charge rolls the payment back (500; the key is released).
+	Provider *providerapi.IdempotentClient
+	// UnmarkedTimeout bounds each operation without x-idempotent (GET /payments/{id}):
+	// its context ends then, and with it its pool acquire and its statements, answered
+	// 503 with Retry-After (idem.ResponseErrorHandler). The marked operations have the
+	// protocol's bounds (acquire, flights, the policy's timeout). Zero means
+	// DefaultUnmarkedTimeout.
+	UnmarkedTimeout time.Duration
+}
+
+// DefaultUnmarkedTimeout is Options.UnmarkedTimeout's default: the marked operations'
+// business timeout in openapi.yaml.
+const DefaultUnmarkedTimeout = 10 * time.Second
+
+// unmarked are the operations of openapi.yaml without x-idempotent, by the names
+// oapi-codegen's strict middlewares get (TestUnmarkedOperationsAreBounded checks the list
+// against the generated interface).
+var unmarked = map[string]bool{"GetPayment": true}
+
+// boundUnmarked is a strict middleware that gives the unmarked operations a deadline
+// (without one a GET on a frozen database, or behind an exhausted pool, would wait for as
+// long as its client does).
+func boundUnmarked(timeout time.Duration) api.StrictMiddlewareFunc {
+	if timeout <= 0 {
+		timeout = DefaultUnmarkedTimeout
+	}
+	return func(f api.StrictHandlerFunc, operationID string) api.StrictHandlerFunc {
+		if !unmarked[operationID] {
+			return f
+		}
+		return func(ctx context.Context, w http.ResponseWriter, r *http.Request, request any) (any, error) {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			return f(ctx, w, r, request)
+		}
+	}
 }
 
 // Setup applies the schemas the service needs: idem's idempotency_keys table and the
@@ -92,7 +134,7 @@ func New(pool *pgxpool.Pool, opts Options) http.Handler {
 	}
 	storeOpts = append(storeOpts, opts.StoreOptions...)
 	store := idem.NewStore(pool, storeOpts...)
-	impl := &server{pool: pool, delay: opts.Delay, downstreamFunc: opts.Downstream, beforeStar: opts.BeforeStar}
+	impl := &server{pool: pool, delay: opts.Delay, downstreamFunc: opts.Downstream, beforeStar: opts.BeforeStar, provider: opts.Provider}
 
 	responseError := idem.ResponseErrorHandler // logs with slog
 	if opts.Logf != nil {
@@ -104,7 +146,7 @@ func New(pool *pgxpool.Pool, opts Options) http.Handler {
 	if opts.Redis == nil {
 		srv = withoutRedis{srv}
 	}
-	strict := api.NewStrictHandlerWithOptions(srv, nil,
+	strict := api.NewStrictHandlerWithOptions(srv, []api.StrictMiddlewareFunc{boundUnmarked(opts.UnmarkedTimeout)},
 		api.StrictHTTPServerOptions{
 			RequestErrorHandlerFunc:  store.RequestErrorHandler, // 400 (413) in the protocol's rejection shape
 			ResponseErrorHandlerFunc: responseError,
@@ -142,6 +184,7 @@ type server struct {
 	delay          time.Duration
 	downstreamFunc func(ctx context.Context) error
 	beforeStar     func(ctx context.Context) error
+	provider       *providerapi.IdempotentClient
 }
 
 var _ api.IdempotentServerInterface = (*server)(nil)
@@ -165,8 +208,11 @@ func (s *server) CreatePayment(ctx context.Context, tx idem.Tx, req api.CreatePa
 	if err != nil {
 		return nil, fmt.Errorf("insert payment: %w", err)
 	}
-	// A real service would authorise the payment with its provider here, passing
-	// key.Key on as the provider's idempotency key.
+	if s.provider != nil {
+		if err := s.charge(ctx, key, body.Amount, body.Currency); err != nil {
+			return nil, err
+		}
+	}
 	if err := s.downstream(ctx); err != nil {
 		return nil, err
 	}
@@ -229,6 +275,22 @@ func (s *server) CreateRefund(ctx context.Context, tx idem.Tx, req api.CreateRef
 
 // downstream stands for the payment provider's call: Options.Downstream, or a sleep of
 // Options.Delay.
+// charge charges the payment with the provider under the key derived from the payment's
+// own (the same on every run of this request) and a request that is the same on every
+// run too: the payment's key as the reference, not its id (new on every run: the
+// provider would refuse its key with another payload).
+func (s *server) charge(ctx context.Context, key idem.KeyInfo, amount int64, currency string) error {
+	resp, _, err := s.provider.CreateCharge(ctx, nil, providerapi.NewCharge{Amount: amount, Currency: currency, Reference: key.Key},
+		idemclient.WithKey(key.Derive("charge")))
+	if err != nil {
+		return fmt.Errorf("provider charge: %w", err)
+	}
+	if resp.JSON201 == nil {
+		return fmt.Errorf("provider charge: %s %s", resp.Status(), resp.Body)
+	}
+	return nil
+}
+
 func (s *server) downstream(ctx context.Context) error {
 	if s.downstreamFunc != nil {
 		return s.downstreamFunc(ctx)

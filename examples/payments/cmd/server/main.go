@@ -34,7 +34,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/idemgen/idemgen/examples/payments/internal/devdb"
+	providerapi "github.com/idemgen/idemgen/examples/payments/provider/api"
 	"github.com/idemgen/idemgen/examples/payments/service"
+	"github.com/idemgen/idemgen/idem/idemclient"
 	"github.com/idemgen/idemgen/idem/idemredis"
 )
 
@@ -50,6 +52,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	starDelay := fs.Duration("star-delay", 0, "simulated latency inside starPayment, before its write")
 	maxBody := fs.Int64("max-body", service.DefaultMaxBodyBytes, "request body limit in `BYTES` (413 beyond)")
 	maxConns := fs.Int("max-conns", 32, "database pool size")
+	unmarkedTimeout := fs.Duration("unmarked-timeout", service.DefaultUnmarkedTimeout, "bound on each operation without x-idempotent (GET /payments/{id}); 503 with Retry-After past it")
+	providerURL := fs.String("provider-url", "", "`URL` of the payment provider (the stand-in, ./payments/provider/cmd/provider); empty: no provider call")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 30*time.Second, "how long in-flight requests may run on shutdown")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -104,7 +108,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		logger.Print(err)
 		return 1
 	}
-	opts := service.Options{Delay: *delay, MaxBodyBytes: *maxBody, Logf: logf, Redis: stars}
+	opts := service.Options{Delay: *delay, MaxBodyBytes: *maxBody, Logf: logf, Redis: stars, UnmarkedTimeout: *unmarkedTimeout}
+	if *providerURL != "" {
+		// The business timeout (the request's context) bounds the charge's attempts too.
+		retry := &idemclient.Client{MaxAttempts: 5, BaseDelay: 20 * time.Millisecond, MaxDelay: 500 * time.Millisecond, MaxRetryAfter: 2 * time.Second, AttemptTimeout: 3 * time.Second}
+		if opts.Provider, err = providerapi.NewIdempotentClient(*providerURL, retry); err != nil {
+			logger.Print(err)
+			return 2
+		}
+	}
 	if *starDelay > 0 {
 		opts.BeforeStar = service.Sleep(*starDelay)
 	}
