@@ -107,7 +107,21 @@ func handler(ctx context.Context, pool *pgxpool.Pool, rdb redis.UniversalClient,
 
 	// store.RequestErrorHandler answers undecodable and invalid requests (400, 413) in the
 	// same shape as the protocol's own rejections (problem+json, or WithRejectionRenderer's).
-	strict := api.NewStrictHandlerWithOptions(api.NewIdempotentStrictServer(&Payments{pool: pool}, store, stars), nil,
+	// idem bounds the marked operations (acquire, flights, the policy's timeout); the
+	// unmarked ones (GetPayment) get a deadline here, or a frozen database holds them for
+	// as long as their client waits.
+	bound := func(f api.StrictHandlerFunc, operationID string) api.StrictHandlerFunc {
+		if operationID != "GetPayment" {
+			return f
+		}
+		return func(ctx context.Context, w http.ResponseWriter, r *http.Request, req any) (any, error) {
+			ctx, cancel := context.WithTimeout(ctx, 10*time.Second) // answered 503 + Retry-After
+			defer cancel()
+			return f(ctx, w, r, req)
+		}
+	}
+	strict := api.NewStrictHandlerWithOptions(api.NewIdempotentStrictServer(&Payments{pool: pool}, store, stars),
+		[]api.StrictMiddlewareFunc{bound},
 		api.StrictHTTPServerOptions{
 			RequestErrorHandlerFunc:  store.RequestErrorHandler,
 			ResponseErrorHandlerFunc: idem.ResponseErrorHandler, // 500 problem; logs the error with slog
