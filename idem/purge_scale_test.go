@@ -150,3 +150,42 @@ func count(t *testing.T, pool *pgxpool.Pool, where string) int {
 	}
 	return n
 }
+
+// reloptions is the storage options of idempotency_keys, sorted, comma-separated.
+func reloptions(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	var s string
+	if err := pool.QueryRow(context.Background(), `SELECT coalesce(array_to_string(ARRAY(SELECT unnest(reloptions) ORDER BY 1), ','), '')
+FROM pg_class WHERE oid = 'idempotency_keys'::regclass`).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// The table carries its own autovacuum thresholds, in rows; Migrate adds them to a table
+// made without them (before #28), and leaves a value an operator set.
+func TestMigrateSetsAutovacuumThresholds(t *testing.T) {
+	pool := pgtest.Pool(t, pgtest.NewDB(t))
+	ctx := context.Background()
+	if err := idem.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	const want = "autovacuum_vacuum_insert_scale_factor=0,autovacuum_vacuum_insert_threshold=100000," +
+		"autovacuum_vacuum_scale_factor=0,autovacuum_vacuum_threshold=50000"
+	if got := reloptions(t, pool); got != want {
+		t.Fatalf("options after Migrate: %q, want %q", got, want)
+	}
+	if _, err := pool.Exec(ctx, `ALTER TABLE idempotency_keys RESET (autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold,
+    autovacuum_vacuum_insert_scale_factor, autovacuum_vacuum_insert_threshold);
+ALTER TABLE idempotency_keys SET (autovacuum_vacuum_threshold = 1234)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := idem.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	const kept = "autovacuum_vacuum_insert_scale_factor=0,autovacuum_vacuum_insert_threshold=100000," +
+		"autovacuum_vacuum_scale_factor=0,autovacuum_vacuum_threshold=1234"
+	if got := reloptions(t, pool); got != kept {
+		t.Fatalf("options after Migrate on an older table with an operator's threshold: %q, want %q", got, kept)
+	}
+}

@@ -209,7 +209,7 @@ func checkStatement(st statement, dist map[string]string) []violation {
 	}
 	type ref struct{ table, alias string }
 	var refs []ref
-	equal := map[[2]string]bool{}     // column equalities: {"k.scope", "$"} (a value) or {"k.scope", "p.account_id"}
+	equal := map[[2]string]bool{} // column equalities: {"k.scope", "$"} (a value) or {"k.scope", "p.account_id"}
 	hasSub, hasCTE, insertSelect := false, false, false
 	insertCols := map[string]bool{}
 	var insertTable string
