@@ -22,12 +22,13 @@ import (
 // (they stay in the index until vacuum). Run it periodically (a cron job, or [Purger] in
 // the service).
 func (s *Store) Purge(ctx context.Context, batchSize int) (int64, error) {
-	p := s.purgePass(ctx, batchSize)
+	p := s.purgePass(ctx, batchSize, time.Time{})
 	return p.Deleted, p.Err
 }
 
-// purgePass runs one pass of Purge and says what it did (Duration is left to the caller).
-func (s *Store) purgePass(ctx context.Context, batchSize int) PurgeResult {
+// purgePass runs one pass of Purge from expires_at = from (the zero time: from the start
+// of the index) and says what it did (Duration is left to the caller).
+func (s *Store) purgePass(ctx context.Context, batchSize int, from time.Time) PurgeResult {
 	if batchSize <= 0 {
 		batchSize = DefaultPurgeBatchSize
 	}
@@ -41,10 +42,14 @@ func (s *Store) purgePass(ctx context.Context, batchSize int) PurgeResult {
 		return fail(err)
 	}
 	r.Cutoff = cutoff.Time
-	from := pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+	r.From = from
+	after := pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+	if !from.IsZero() {
+		after = pgtype.Timestamptz{Time: from, Valid: true}
+	}
 	for {
 		start := time.Now()
-		bound, err := s.scan.PurgeBound(ctx, idemdb.PurgeBoundParams{FromAt: from, Cutoff: cutoff, BatchSize: int32(batchSize)})
+		bound, err := s.scan.PurgeBound(ctx, idemdb.PurgeBoundParams{FromAt: after, Cutoff: cutoff, BatchSize: int32(batchSize)})
 		if err != nil {
 			return fail(err)
 		}
@@ -52,7 +57,7 @@ func (s *Store) purgePass(ctx context.Context, batchSize int) PurgeResult {
 		if !last {
 			upto = bound[0]
 		}
-		n, err := s.scan.PurgeExpired(ctx, idemdb.PurgeExpiredParams{FromAt: from, Upto: upto, Cutoff: cutoff})
+		n, err := s.scan.PurgeExpired(ctx, idemdb.PurgeExpiredParams{FromAt: after, Upto: upto, Cutoff: cutoff})
 		r.Deleted += n
 		r.Batches++
 		r.LongestBatch = max(r.LongestBatch, time.Since(start))
@@ -66,10 +71,10 @@ func (s *Store) purgePass(ctx context.Context, batchSize int) PurgeResult {
 		// The next batch starts at upto again: rows sharing its expires_at beyond this batch
 		// were deleted with it, and those it kept (v1 claims still leased) are passed over.
 		// Unless the batch did not move: batchSize or more rows at one instant that stay.
-		if upto.Time.Equal(from.Time) && upto.InfinityModifier == from.InfinityModifier {
+		if upto.Time.Equal(after.Time) && upto.InfinityModifier == after.InfinityModifier {
 			upto.Time = upto.Time.Add(time.Microsecond)
 		}
-		from = upto
+		after = upto
 	}
 }
 

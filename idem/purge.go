@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -18,6 +19,9 @@ type PurgeResult struct {
 	// Deleted is the number of idempotency_keys rows the pass deleted (also when Err is
 	// set: the batches before the error stay deleted).
 	Deleted int64
+	// From is where the pass began along expires_at: the zero time for a sweep from the
+	// start of the index, else the Cutoff of the purger's previous pass (see [Purger]).
+	From time.Time
 	// Cutoff is the database clock when the pass began (zero if it could not ask): the pass
 	// deletes the rows that had expired by then, and no others.
 	Cutoff time.Time
@@ -39,12 +43,30 @@ type PurgeResult struct {
 // background (in one replica or in all: concurrent purgers delete in short batches and
 // wait at most briefly on each other's rows).
 // Create it with [NewPurger]; for a cron job instead, see `idemgen purge`.
+//
+// A pass that caught up deleted every row expired before its Cutoff, so the next pass
+// begins there, not at the start of the expires_at index: the entries of the rows
+// already deleted stay in the index until vacuum removes them, and while a snapshot
+// older than their delete is open (a long transaction, a replica's hot_standby_feedback,
+// a backup) each scan over them visits every one's heap tuple again. Every
+// [PurgeSweepEvery]-th pass (and the first, and the one after a failed pass) begins at
+// the start of the index instead, for the rows a resumed pass cannot see: rows whose
+// expiry was already past when they committed (a retention shorter than the writing
+// transaction), and v1 claims whose lease outlived their retention.
 type Purger struct {
 	store     *Store
 	interval  time.Duration
 	batchSize int
 	report    func(PurgeResult)
+
+	mu     sync.Mutex
+	resume time.Time // the Cutoff of the previous pass, if it caught up
+	passes int       // passes since the last sweep from the start of the index
 }
+
+// PurgeSweepEvery is how often a [Purger]'s pass begins at the start of the expires_at
+// index rather than where its previous pass ended: hourly at the default interval.
+const PurgeSweepEvery = 12
 
 // NewPurger returns a purger of store's expired keys: every interval (≤ 0 means
 // [DefaultPurgeInterval]) it runs a pass of [Store.Purge] with batchSize (≤ 0 means
@@ -59,7 +81,7 @@ func NewPurger(store *Store, interval time.Duration, batchSize int, report func(
 		batchSize = DefaultPurgeBatchSize
 	}
 	if report == nil {
-		report = logPurge
+		report = LogPurge
 	}
 	return &Purger{store: store, interval: interval, batchSize: batchSize, report: report}
 }
@@ -92,16 +114,30 @@ func (p *Purger) Run(ctx context.Context) {
 // Once runs one pass: it deletes the rows expired when it began, batchSize at a time,
 // and returns what it did. It does not call the report function.
 func (p *Purger) Once(ctx context.Context) PurgeResult {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	from := p.resume
+	if p.passes%PurgeSweepEvery == 0 {
+		from, p.passes = time.Time{}, 0
+	}
 	start := time.Now()
-	r := p.store.purgePass(ctx, p.batchSize)
+	r := p.store.purgePass(ctx, p.batchSize, from)
 	if r.Err != nil && ctx.Err() != nil {
 		r.Err = ctx.Err()
 	}
 	r.Duration = time.Since(start)
+	p.passes++
+	if r.CaughtUp && r.Err == nil {
+		p.resume = r.Cutoff
+	} else {
+		p.resume, p.passes = time.Time{}, 0
+	}
 	return r
 }
 
-func logPurge(r PurgeResult) {
+// LogPurge logs r with log/slog's default logger, as a [Purger] whose report function is
+// nil does: passes that deleted rows at Info, failed passes at Error, others at Debug.
+func LogPurge(r PurgeResult) {
 	switch {
 	case r.Err != nil && !errors.Is(r.Err, context.Canceled):
 		slog.Error("idem: purge of expired idempotency keys failed", "deleted", r.Deleted, "duration", r.Duration, "err", r.Err)

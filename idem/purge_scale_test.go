@@ -189,3 +189,83 @@ ALTER TABLE idempotency_keys SET (autovacuum_vacuum_threshold = 1234)`); err != 
 		t.Fatalf("options after Migrate on an older table with an operator's threshold: %q, want %q", got, kept)
 	}
 }
+
+// waitExpiredRows waits for the database clock to pass the expiry of every row.
+func waitExpiredRows(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); count(t, pool, "expires_at > now()") > 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("rows not expired after 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A Purger's pass begins where its previous pass ended (that pass's cutoff), so it does
+// not scan the entries of the rows the previous passes deleted, which vacuum has not
+// removed yet, and which an older snapshot keeps from being marked dead: a pass from the
+// start of the index visits each of them and its heap tuple again.
+func TestPurgerResumesWhereItsLastPassEnded(t *testing.T) {
+	url := pgtest.NewDB(t)
+	setup := pgtest.Pool(t, url)
+	ctx := context.Background()
+	if err := idem.Migrate(ctx, setup); err != nil {
+		t.Fatal(err)
+	}
+	const rows = 20000
+	insertKeys(t, setup, 1, rows, "interval '-1 hour' + i * interval '1 millisecond'")
+	old, err := setup.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Rollback(ctx)
+	if _, err := old.Exec(ctx, "SELECT count(*) FROM idempotency_keys"); err != nil {
+		t.Fatal(err)
+	}
+
+	pool := pgtest.PoolWithMax(t, url, 1)
+	store := idem.NewStore(pool)
+	purger := idem.NewPurger(store, time.Hour, 200, func(idem.PurgeResult) {})
+	first := purger.Once(ctx)
+	if first.Err != nil || first.Deleted != rows || !first.CaughtUp || !first.From.IsZero() {
+		t.Fatalf("first pass: %+v; want %d rows deleted from the start of the index", first, rows)
+	}
+
+	// pass measures a pass (of the purger, or Store.Purge) over 100 rows that expire
+	// after the previous one: its buffer accesses.
+	next := rows + 1
+	pass := func(run func() (int64, error)) int64 {
+		t.Helper()
+		insertKeys(t, setup, next, 100, "interval '100 milliseconds'")
+		next += 100
+		waitExpiredRows(t, setup)
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := blockAccesses(t, conn)
+		conn.Release()
+		if n, err := run(); err != nil || n != 100 {
+			t.Fatalf("pass: %d rows, %v; want 100", n, err)
+		}
+		conn, err = pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Release()
+		return blockAccesses(t, conn) - start
+	}
+	var second idem.PurgeResult
+	resumed := pass(func() (int64, error) { second = purger.Once(ctx); return second.Deleted, second.Err })
+	if !second.From.Equal(first.Cutoff) {
+		t.Fatalf("second pass began at %v; want the first one's cutoff %v", second.From, first.Cutoff)
+	}
+	swept := pass(func() (int64, error) { return store.Purge(ctx, 200) }) // from the start
+	t.Logf("a pass over 100 rows after %d deleted ones: %d buffer accesses resumed, %d from the start of the index", rows, resumed, swept)
+	// Resumed, the pass reads the 100 rows' entries and pages; from the start, it reads
+	// the deleted rows' too (their entries and heap pages, or the whole table when the
+	// planner scans it: 20,000 dead rows are most of it).
+	if resumed > 500 || swept < 3*resumed {
+		t.Fatalf("a pass over 100 rows after %d deleted ones: %d buffer accesses resumed (want < 500, and a third of a pass from the start), %d from the start", rows, resumed, swept)
+	}
+}
