@@ -269,3 +269,40 @@ func TestPurgerResumesWhereItsLastPassEnded(t *testing.T) {
 		t.Fatalf("a pass over 100 rows after %d deleted ones: %d buffer accesses resumed (want < 500, and a third of a pass from the start), %d from the start", rows, resumed, swept)
 	}
 }
+
+// A row already past its expiry when a resumed pass's range has moved beyond it (a
+// retention shorter than the transaction that wrote it) is left by the resumed passes
+// and deleted by the next sweep: every PurgeSweepEvery-th pass begins at the start of the
+// index, and so does the pass after a failed one.
+func TestPurgerSweepsFromTheStart(t *testing.T) {
+	pool := pgtest.Pool(t, pgtest.NewDB(t))
+	ctx := context.Background()
+	if err := idem.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	purger := idem.NewPurger(idem.NewStore(pool), time.Hour, 10, func(idem.PurgeResult) {})
+	if r := purger.Once(ctx); r.Err != nil || !r.From.IsZero() || !r.CaughtUp {
+		t.Fatalf("first pass: %+v; want a sweep that caught up", r)
+	}
+	insertKeys(t, pool, 1, 1, "interval '-1 hour'") // the straggler, behind the first pass's cutoff
+	for pass := 2; pass <= idem.PurgeSweepEvery; pass++ {
+		if r := purger.Once(ctx); r.Err != nil || r.From.IsZero() || r.Deleted != 0 {
+			t.Fatalf("pass %d: %+v; want a resumed pass that deletes nothing", pass, r)
+		}
+	}
+	if n := count(t, pool, "true"); n != 1 {
+		t.Fatalf("%d rows before the sweep, want the straggler", n)
+	}
+	if r := purger.Once(ctx); r.Err != nil || !r.From.IsZero() || r.Deleted != 1 {
+		t.Fatalf("pass %d: %+v; want a sweep from the start that deletes the straggler", idem.PurgeSweepEvery+1, r)
+	}
+	// After a failed pass (here its context ended), the next one sweeps too.
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	if r := purger.Once(cancelled); r.Err == nil {
+		t.Fatalf("a pass with its context ended: %+v; want its error", r)
+	}
+	if r := purger.Once(ctx); r.Err != nil || !r.From.IsZero() {
+		t.Fatalf("the pass after a failed one: %+v; want a sweep from the start", r)
+	}
+}
