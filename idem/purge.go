@@ -71,8 +71,8 @@ const PurgeSweepEvery = 12
 // NewPurger returns a purger of store's expired keys: every interval (≤ 0 means
 // [DefaultPurgeInterval]) it runs a pass of [Store.Purge] with batchSize (≤ 0 means
 // [DefaultPurgeBatchSize]) rows per DELETE, which deletes the keys expired when the pass
-// began, and passes the [PurgeResult] of every pass to report. A nil report logs with log/slog's default
-// logger: passes that deleted rows at Info, failed passes at Error, others at Debug.
+// began, and passes the [PurgeResult] of every pass to report. A nil report is
+// [LogPurge].
 func NewPurger(store *Store, interval time.Duration, batchSize int, report func(PurgeResult)) *Purger {
 	if interval <= 0 {
 		interval = DefaultPurgeInterval
