@@ -387,3 +387,38 @@ func TestCitusRefusesSerializable(t *testing.T) {
 		t.Fatal("a refused request ran its business or wrote a key")
 	}
 }
+
+// TestCitusAutovacuumThresholds: the table's autovacuum settings reach every shard. On a
+// distributed table made without them (before #28), Migrate through a worker succeeds
+// without them (a worker refuses DDL on a distributed table), and Migrate through the
+// coordinator sets them on every shard.
+func TestCitusAutovacuumThresholds(t *testing.T) {
+	e := newCitusEnv(t)
+	ctx := context.Background()
+	coordinator := e.pool(e.cluster.Coordinator, nil)
+	const shardsWith = `SELECT count(*) FROM run_command_on_shards('idempotency_keys',
+  $$SELECT 'autovacuum_vacuum_threshold=50000' = ANY (reloptions) FROM pg_class WHERE oid = '%s'::regclass$$)
+WHERE success AND result = 't'`
+	shards := e.count(coordinator, `SELECT count(*) FROM pg_dist_shard WHERE logicalrelid = 'idempotency_keys'::regclass`)
+	if got := e.count(coordinator, shardsWith); got != shards {
+		t.Fatalf("%d of %d shards have the autovacuum threshold", got, shards)
+	}
+	if _, err := coordinator.Exec(ctx, `ALTER TABLE idempotency_keys RESET (autovacuum_vacuum_scale_factor, autovacuum_vacuum_threshold,
+    autovacuum_vacuum_insert_scale_factor, autovacuum_vacuum_insert_threshold)`); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.count(coordinator, shardsWith); got != 0 {
+		t.Fatalf("%d shards kept the threshold after RESET", got)
+	}
+	for _, w := range e.cluster.Workers {
+		if err := Migrate(ctx, e.pool(w, nil)); err != nil {
+			t.Fatalf("Migrate through a worker, table without its autovacuum settings: %v", err)
+		}
+	}
+	if err := Migrate(ctx, coordinator); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.count(coordinator, shardsWith); got != shards {
+		t.Fatalf("after Migrate through the coordinator, %d of %d shards have the autovacuum threshold", got, shards)
+	}
+}

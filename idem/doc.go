@@ -185,6 +185,16 @@
 // run during a rolling upgrade), and the next request with its key takes it over once the
 // lease ended; [Store.Purge] deletes it once past retention. No key stays stuck.
 //
+// # Purge
+//
+// [Store.Purge] (and `idemgen purge`) runs one pass: it takes the database clock once (the
+// cutoff) and deletes the rows expired by then, batch by batch along the expires_at index,
+// each batch a range that starts where the previous one ended, so that none reads again
+// the entries of rows already deleted (they stay in the index until vacuum). A [Purger]
+// runs a pass per interval, each beginning where its previous one ended. The table ships
+// its own autovacuum thresholds, in rows (schema.sql, migration 00004). Sizes, WAL and the
+// settings recommended for the table: docs/sizing.md.
+//
 // # Observability
 //
 // [Store.HeldClaims] lists the claims held now (pg_locks and pg_stat_activity: every

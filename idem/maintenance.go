@@ -7,28 +7,74 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/idemgen/idemgen/idem/internal/citusdb"
 	"github.com/idemgen/idemgen/idem/internal/idemdb"
 )
 
-// Purge deletes rows past retention (completed, or processing past their lease), in
-// batches of batchSize rows (≤ 0 means 1000) until none is left or ctx ends. It returns the
-// number of rows deleted. Run it periodically (a cron job, a ticker in one replica).
+// Purge runs one pass of the purge: it deletes the rows that were past retention when it
+// began (completed, or v1 claims past their lease) and returns the number deleted. Rows
+// that expire while it runs are left to the next pass, so a pass ends however fast keys
+// keep expiring. It deletes in batches of batchSize rows (≤ 0 means
+// [DefaultPurgeBatchSize]), each a range of the expires_at index that starts where the
+// previous batch ended: no batch reads again the entries of the rows deleted before it
+// (they stay in the index until vacuum). Run it periodically (a cron job, or [Purger] in
+// the service).
 func (s *Store) Purge(ctx context.Context, batchSize int) (int64, error) {
+	p := s.purgePass(ctx, batchSize, time.Time{})
+	return p.Deleted, p.Err
+}
+
+// purgePass runs one pass of Purge from expires_at = from (the zero time: from the start
+// of the index) and says what it did (Duration is left to the caller).
+func (s *Store) purgePass(ctx context.Context, batchSize int, from time.Time) PurgeResult {
 	if batchSize <= 0 {
-		batchSize = 1000
+		batchSize = DefaultPurgeBatchSize
 	}
-	var total int64
+	var r PurgeResult
+	fail := func(err error) PurgeResult {
+		r.Err = fmt.Errorf("idem: purge: %w", err)
+		return r
+	}
+	cutoff, err := s.q.PurgeCutoff(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	r.Cutoff = cutoff.Time
+	r.From = from
+	after := pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+	if !from.IsZero() {
+		after = pgtype.Timestamptz{Time: from, Valid: true}
+	}
 	for {
-		n, err := s.scan.PurgeExpired(ctx, int32(batchSize))
-		total += n
+		start := time.Now()
+		bound, err := s.scan.PurgeBound(ctx, idemdb.PurgeBoundParams{FromAt: after, Cutoff: cutoff, BatchSize: int32(batchSize)})
 		if err != nil {
-			return total, fmt.Errorf("idem: purge: %w", err)
+			return fail(err)
 		}
-		if n == 0 {
-			return total, nil
+		upto, last := cutoff, len(bound) == 0
+		if !last {
+			upto = bound[0]
 		}
+		n, err := s.scan.PurgeExpired(ctx, idemdb.PurgeExpiredParams{FromAt: after, Upto: upto, Cutoff: cutoff})
+		r.Deleted += n
+		r.Batches++
+		r.LongestBatch = max(r.LongestBatch, time.Since(start))
+		if err != nil {
+			return fail(err)
+		}
+		if last {
+			r.CaughtUp = true
+			return r
+		}
+		// The next batch starts at upto again: rows sharing its expires_at beyond this batch
+		// were deleted with it, and those it kept (v1 claims still leased) are passed over.
+		// Unless the batch did not move: batchSize or more rows at one instant that stay.
+		if upto.Time.Equal(after.Time) && upto.InfinityModifier == after.InfinityModifier {
+			upto.Time = upto.Time.Add(time.Microsecond)
+		}
+		after = upto
 	}
 }
 

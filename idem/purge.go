@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync"
 	"time"
 )
 
@@ -18,6 +19,19 @@ type PurgeResult struct {
 	// Deleted is the number of idempotency_keys rows the pass deleted (also when Err is
 	// set: the batches before the error stay deleted).
 	Deleted int64
+	// From is where the pass began along expires_at: the zero time for a sweep from the
+	// start of the index, else the Cutoff of the purger's previous pass (see [Purger]).
+	From time.Time
+	// Cutoff is the database clock when the pass began (zero if it could not ask): the pass
+	// deletes the rows that had expired by then, and no others.
+	Cutoff time.Time
+	// CaughtUp reports that the pass reached its Cutoff: every row that had expired by
+	// then is deleted (but v1 claims still leased).
+	CaughtUp bool
+	// Batches is the number of DELETE statements the pass ran, and LongestBatch the
+	// longest time one batch took (its bound and its DELETE).
+	Batches      int
+	LongestBatch time.Duration
 	// Duration is the pass's wall-clock time.
 	Duration time.Duration
 	// Err is the pass's error, if any (from [Store.Purge]). A pass cut short because the
@@ -29,18 +43,36 @@ type PurgeResult struct {
 // background (in one replica or in all: concurrent purgers delete in short batches and
 // wait at most briefly on each other's rows).
 // Create it with [NewPurger]; for a cron job instead, see `idemgen purge`.
+//
+// A pass that caught up deleted every row expired before its Cutoff, so the next pass
+// begins there, not at the start of the expires_at index: the entries of the rows
+// already deleted stay in the index until vacuum removes them, and while a snapshot
+// older than their delete is open (a long transaction, a replica's hot_standby_feedback,
+// a backup) each scan over them visits every one's heap tuple again. Every
+// [PurgeSweepEvery]-th pass (and the first, and the one after a failed pass) begins at
+// the start of the index instead, for the rows a resumed pass cannot see: rows whose
+// expiry was already past when they committed (a retention shorter than the writing
+// transaction), and v1 claims whose lease outlived their retention.
 type Purger struct {
 	store     *Store
 	interval  time.Duration
 	batchSize int
 	report    func(PurgeResult)
+
+	mu     sync.Mutex
+	resume time.Time // the Cutoff of the previous pass, if it caught up
+	passes int       // passes since the last sweep from the start of the index
 }
 
+// PurgeSweepEvery is how often a [Purger]'s pass begins at the start of the expires_at
+// index rather than where its previous pass ended: hourly at the default interval.
+const PurgeSweepEvery = 12
+
 // NewPurger returns a purger of store's expired keys: every interval (≤ 0 means
-// [DefaultPurgeInterval]) it calls [Store.Purge] with batchSize (≤ 0 means
-// [DefaultPurgeBatchSize]) rows per DELETE, until no expired row is left, and passes the
-// [PurgeResult] of every pass to report. A nil report logs with log/slog's default
-// logger: passes that deleted rows at Info, failed passes at Error, others at Debug.
+// [DefaultPurgeInterval]) it runs a pass of [Store.Purge] with batchSize (≤ 0 means
+// [DefaultPurgeBatchSize]) rows per DELETE, which deletes the keys expired when the pass
+// began, and passes the [PurgeResult] of every pass to report. A nil report is
+// [LogPurge].
 func NewPurger(store *Store, interval time.Duration, batchSize int, report func(PurgeResult)) *Purger {
 	if interval <= 0 {
 		interval = DefaultPurgeInterval
@@ -49,21 +81,29 @@ func NewPurger(store *Store, interval time.Duration, batchSize int, report func(
 		batchSize = DefaultPurgeBatchSize
 	}
 	if report == nil {
-		report = logPurge
+		report = LogPurge
 	}
 	return &Purger{store: store, interval: interval, batchSize: batchSize, report: report}
 }
 
-// Run purges once at once, then once per interval (counted from the end of the previous
-// pass), until ctx ends; it returns then. A failed pass is reported and the loop goes on.
+// Run purges once at once, then once per interval, until ctx ends; it returns then. The
+// interval is counted from the start of the previous pass: a pass that caught up sleeps
+// the rest of it, and a pass that took longer than the interval (a backlog: keys expired
+// faster than it deleted them) is followed by the next one at once. A failed pass is
+// reported and the loop goes on after the interval.
 //
 //	go idem.NewPurger(store, 5*time.Minute, 1000, nil).Run(ctx)
 func (p *Purger) Run(ctx context.Context) {
 	timer := time.NewTimer(p.interval)
 	defer timer.Stop()
 	for ctx.Err() == nil {
-		p.report(p.Once(ctx))
-		timer.Reset(p.interval)
+		r := p.Once(ctx)
+		p.report(r)
+		wait := p.interval
+		if r.Err == nil {
+			wait = max(0, p.interval-r.Duration)
+		}
+		timer.Reset(wait)
 		select {
 		case <-ctx.Done():
 		case <-timer.C:
@@ -71,24 +111,39 @@ func (p *Purger) Run(ctx context.Context) {
 	}
 }
 
-// Once runs one pass: it deletes every expired row, batchSize at a time, and returns what
-// it did. It does not call the report function.
+// Once runs one pass: it deletes the rows expired when it began, batchSize at a time,
+// and returns what it did. It does not call the report function.
 func (p *Purger) Once(ctx context.Context) PurgeResult {
-	start := time.Now()
-	n, err := p.store.Purge(ctx, p.batchSize)
-	if err != nil && ctx.Err() != nil {
-		err = ctx.Err()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	from := p.resume
+	if p.passes%PurgeSweepEvery == 0 {
+		from, p.passes = time.Time{}, 0
 	}
-	return PurgeResult{Deleted: n, Duration: time.Since(start), Err: err}
+	start := time.Now()
+	r := p.store.purgePass(ctx, p.batchSize, from)
+	if r.Err != nil && ctx.Err() != nil {
+		r.Err = ctx.Err()
+	}
+	r.Duration = time.Since(start)
+	p.passes++
+	if r.CaughtUp && r.Err == nil {
+		p.resume = r.Cutoff
+	} else {
+		p.resume, p.passes = time.Time{}, 0
+	}
+	return r
 }
 
-func logPurge(r PurgeResult) {
+// LogPurge logs r with log/slog's default logger, as a [Purger] whose report function is
+// nil does: passes that deleted rows at Info, failed passes at Error, others at Debug.
+func LogPurge(r PurgeResult) {
 	switch {
 	case r.Err != nil && !errors.Is(r.Err, context.Canceled):
 		slog.Error("idem: purge of expired idempotency keys failed", "deleted", r.Deleted, "duration", r.Duration, "err", r.Err)
 	case r.Deleted > 0:
-		slog.Info("idem: purged expired idempotency keys", "deleted", r.Deleted, "duration", r.Duration)
+		slog.Info("idem: purged expired idempotency keys", "deleted", r.Deleted, "batches", r.Batches, "longest_batch", r.LongestBatch, "duration", r.Duration)
 	default:
-		slog.Debug("idem: purged expired idempotency keys", "deleted", r.Deleted, "duration", r.Duration)
+		slog.Debug("idem: purged expired idempotency keys", "deleted", r.Deleted, "batches", r.Batches, "longest_batch", r.LongestBatch, "duration", r.Duration)
 	}
 }

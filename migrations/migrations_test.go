@@ -38,7 +38,8 @@ var update = flag.Bool("update", false, "rewrite atlas/atlas.sum")
 var toolTables = []string{"goose_db_version", "schema_migrations", "atlas_schema_revisions"}
 
 // catalog describes what a schema holds in public: sequences, columns (by name: a column
-// added by ALTER TABLE lands last), constraints and indexes, one object per line.
+// added by ALTER TABLE lands last), constraints, indexes and the storage options of
+// tables and indexes (autovacuum settings, fill factors), one object per line.
 func catalog(t *testing.T, pool *pgxpool.Pool) string {
 	t.Helper()
 	const q = `
@@ -61,6 +62,11 @@ JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public'
 WHERE c.relname <> ALL ($1)
 UNION ALL
 SELECT 'index ' || indexdef FROM pg_indexes WHERE schemaname = 'public' AND tablename <> ALL ($1)
+UNION ALL
+SELECT 'options ' || c.relname || ' ' || array_to_string(ARRAY(SELECT unnest(c.reloptions) ORDER BY 1), ',')
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'public'
+WHERE c.reloptions IS NOT NULL AND c.relname <> ALL ($1)
 ORDER BY 1`
 	rows, err := pool.Query(context.Background(), q, toolTables)
 	if err != nil {

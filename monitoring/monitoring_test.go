@@ -33,9 +33,10 @@ var outcomes = []idem.Outcome{
 
 // exported returns the metric names idemprom's collectors describe.
 func exported(t *testing.T) map[string]bool {
-	ch := make(chan *prometheus.Desc, 16)
+	ch := make(chan *prometheus.Desc, 32)
 	idemprom.NewOutcomes().Describe(ch)
 	idemprom.NewStoreCollector(nil, 0).Describe(ch)
+	idemprom.NewPurgeMetrics().Describe(ch)
 	close(ch)
 	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
 	names := map[string]bool{}
@@ -116,7 +117,7 @@ func TestRulesUseExportedMetrics(t *testing.T) {
 		}
 	}
 	slices.Sort(alerts)
-	want := []string{"IdempotencyClaimsPastLease", "IdempotencyConflictRatioHigh", "IdempotencyPayloadUnderManyKeys"}
+	want := []string{"IdempotencyClaimsPastLease", "IdempotencyConflictRatioHigh", "IdempotencyPayloadUnderManyKeys", "IdempotencyPurgeBehind"}
 	if !slices.Equal(alerts, want) {
 		t.Errorf("alerts %v, want %v", alerts, want)
 	}

@@ -143,20 +143,38 @@ SET operation = excluded.operation, fingerprint = excluded.fingerprint,
     expires_at = excluded.expires_at
 RETURNING 1::int AS completed;
 
--- Deletes at most batch_size rows past retention (completed, or v1 claims past their lease
--- too). Call in a loop until it returns 0. No row locks are taken up front (no FOR UPDATE
--- across tenants): the outer WHERE re-checks each row, so a row taken over meanwhile is
--- kept.
+-- The purge: a pass deletes the rows that expired before it began (cutoff, the database
+-- clock at its start), in batches along the expires_at index, each batch a bounded range of
+-- it that starts where the previous one ended, so that no statement reads again the
+-- entries of the rows deleted before it (dead until vacuumed). A pass ends at its cutoff:
+-- rows that expire meanwhile are the next pass's.
+-- name: PurgeCutoff :one
+SELECT now()::timestamptz AS cutoff;
+
+-- The end of the next batch: the expires_at of the batch_size-th row at or after from, no
+-- later than the cutoff; no row when fewer are left (the batch then ends at the cutoff,
+-- and it is the pass's last). An index range scan from `from` upwards that stops after
+-- batch_size entries. On Citus each shard returns its first batch_size entries and the
+-- coordinator takes the batch_size-th of their merge.
+-- name: PurgeBound :many
+SELECT expires_at
+FROM idempotency_keys
+WHERE expires_at >= sqlc.arg(from_at)::timestamptz AND expires_at <= sqlc.arg(cutoff)::timestamptz
+ORDER BY expires_at
+OFFSET sqlc.arg(batch_size)::int - 1
+LIMIT 1;
+
+-- One batch: the rows past retention with expires_at in [from, upto] (upto from PurgeBound,
+-- or the cutoff: batch_size rows, plus the rows that share upto's expires_at). Completed
+-- rows, and v1 claims whose lease ended before the cutoff. One statement on its own
+-- columns, with no subquery and no join: its plan is an index range scan bounded at both
+-- ends by constants (sent in the simple protocol), or a bitmap scan of that range; it
+-- cannot turn into a scan of the table, or of the entries before from. A row taken over
+-- meanwhile (its expires_at moved on) is re-checked by the DELETE and kept.
 -- name: PurgeExpired :execrows
-DELETE FROM idempotency_keys AS k
-WHERE (k.scope, k.key) IN (
-    SELECT p.scope, p.key FROM idempotency_keys AS p
-    WHERE p.expires_at <= now()
-      AND (p.status = 'completed' OR p.leased_until <= now())
-    LIMIT sqlc.arg(batch_size)::int
-)
-  AND k.expires_at <= now()
-  AND (k.status = 'completed' OR k.leased_until <= now());
+DELETE FROM idempotency_keys
+WHERE expires_at >= sqlc.arg(from_at)::timestamptz AND expires_at <= sqlc.arg(upto)::timestamptz
+  AND (status = 'completed' OR leased_until <= sqlc.arg(cutoff)::timestamptz);
 
 -- Claims held now: the transaction-scoped two-key advisory locks granted in this database
 -- (idem's claims, unless the application takes two-key advisory locks of its own), with

@@ -49,10 +49,12 @@ var citusRules = map[string]string{
 // multiShard names the statements that read or write every shard by design, per rule they
 // are exempt from, with the reason. Nothing a request sends is here.
 var multiShard = map[string]map[string]string{
+	"PurgeBound": {
+		"routing": "maintenance: the end of the purge's next batch, along expires_at across every tenant " +
+			"(each shard returns its first rows in order, the coordinator merges them); sent in the simple protocol",
+	},
 	"PurgeExpired": {
-		"routing":      "maintenance: deletes expired keys of every tenant, in batches",
-		"join":         "a self-join through IN (subquery with LIMIT): Citus plans the subquery first and sends its rows",
-		"generic-plan": "sent in pgx's simple protocol (idem's simpleProtocol): never a prepared statement",
+		"routing": "maintenance: deletes a range of expires_at of every tenant, one batch; sent in the simple protocol",
 	},
 	"DuplicatePayloads": {
 		"routing":      "the repeated-payload gauge: groups the recent keys of every tenant",

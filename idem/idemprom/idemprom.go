@@ -15,6 +15,7 @@
 //	idem_repeated_payloads                   gauge: payloads seen under more than one key within
 //	                                          the window, read on scrape (clients minting a new
 //	                                          key per retry)
+//	idem_purge_*                             the purger's progress: see [PurgeMetrics]
 package idemprom
 
 import (
@@ -91,4 +92,102 @@ func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
 	} else {
 		ch <- prometheus.MustNewConstMetric(repeatedDesc, prometheus.GaugeValue, float64(len(rows)))
 	}
+}
+
+// PurgeMetrics records the passes of an idem.Purger. It is a prometheus.Collector; pass
+// its Report method to idem.NewPurger (it logs each pass too, as the purger's default
+// report does):
+//
+//	purges := idemprom.NewPurgeMetrics()
+//	prometheus.MustRegister(purges)
+//	go idem.NewPurger(store, 5*time.Minute, 1000, purges.Report).Run(ctx)
+//
+// Metrics:
+//
+//	idem_purge_deleted_rows_total            counter: rows the passes deleted
+//	idem_purge_passes_total{result}          counter: passes that caught up (result="caught_up":
+//	                                          deleted every row expired when they began), or not
+//	                                          ("failed": an error, or the purger stopped)
+//	idem_purge_last_pass_seconds             gauge: how long the last pass took
+//	idem_purge_last_pass_batches             gauge: its DELETE statements
+//	idem_purge_last_pass_longest_batch_seconds  gauge: its slowest batch (bound and DELETE)
+//	idem_purge_caught_up_timestamp_seconds   gauge: the cutoff (database clock) of the last
+//	                                          pass that caught up: every key expired before it
+//	                                          is gone. time() minus it is the purge's lag; it
+//	                                          grows past the interval when the purger falls
+//	                                          behind (or stopped), and the backlog with it.
+type PurgeMetrics struct {
+	deleted      prometheus.Counter
+	passes       *prometheus.CounterVec
+	lastPass     prometheus.Gauge
+	batches      prometheus.Gauge
+	longestBatch prometheus.Gauge
+	caughtUp     prometheus.Gauge
+}
+
+// NewPurgeMetrics returns unregistered purge metrics.
+func NewPurgeMetrics() *PurgeMetrics {
+	m := &PurgeMetrics{
+		deleted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "idem_purge_deleted_rows_total",
+			Help: "Expired idempotency keys deleted by the purger.",
+		}),
+		passes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "idem_purge_passes_total",
+			Help: "Purge passes, by result: caught_up (every key expired when the pass began is deleted) or failed.",
+		}, []string{"result"}),
+		lastPass: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "idem_purge_last_pass_seconds",
+			Help: "Duration of the purger's last pass.",
+		}),
+		batches: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "idem_purge_last_pass_batches",
+			Help: "DELETE statements of the purger's last pass.",
+		}),
+		longestBatch: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "idem_purge_last_pass_longest_batch_seconds",
+			Help: "Duration of the slowest batch of the purger's last pass.",
+		}),
+		caughtUp: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "idem_purge_caught_up_timestamp_seconds",
+			Help: "Cutoff (database clock, Unix time) of the purger's last pass that caught up: every key expired before it is deleted.",
+		}),
+	}
+	m.passes.WithLabelValues("caught_up")
+	m.passes.WithLabelValues("failed")
+	return m
+}
+
+// Report records r and logs it as the purger's default report does; it is the report
+// function of idem.NewPurger.
+func (m *PurgeMetrics) Report(r idem.PurgeResult) {
+	m.deleted.Add(float64(r.Deleted))
+	m.lastPass.Set(r.Duration.Seconds())
+	m.batches.Set(float64(r.Batches))
+	m.longestBatch.Set(r.LongestBatch.Seconds())
+	if r.Err == nil && r.CaughtUp {
+		m.passes.WithLabelValues("caught_up").Inc()
+		m.caughtUp.Set(float64(r.Cutoff.UnixMicro()) / 1e6)
+	} else {
+		m.passes.WithLabelValues("failed").Inc()
+	}
+	idem.LogPurge(r)
+}
+
+// Describe implements prometheus.Collector.
+func (m *PurgeMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.collectors() {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *PurgeMetrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.collectors() {
+		c.Collect(ch)
+	}
+}
+
+func (m *PurgeMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.deleted, m.passes, m.lastPass, m.batches, m.longestBatch, m.caughtUp}
 }

@@ -48,4 +48,13 @@
 // PostgreSQL CPU per request the Redis store saves:
 //
 //	go -C examples test ./payments/bench -run '^$' -bench StarStores -benchtime 1x
+//
+// BenchmarkScale (scale_test.go) measures what the key table's size costs a request (#28):
+// the generated handler at c=16 against a key table bulk-loaded with generate_series to
+// -scale.rows rows (default 10M: ~9 minutes and ~6 GB here) and against one of
+// -scale.small rows, in interleaved rounds, each after a CHECKPOINT, with random keys in
+// 10,000 accounts; it reports req/s, p50, p99, WAL bytes and full-page images per request,
+// and the large table's bytes per row (docs/sizing.md quotes such numbers):
+//
+//	go -C examples test ./payments/bench -run '^$' -bench Scale -benchtime 1x -timeout 2h
 package bench

@@ -503,24 +503,83 @@ func (q *Queries) LockKeyOnly(ctx context.Context, arg LockKeyOnlyParams) (LockK
 	return i, err
 }
 
-const purgeExpired = `-- name: PurgeExpired :execrows
-DELETE FROM idempotency_keys AS k
-WHERE (k.scope, k.key) IN (
-    SELECT p.scope, p.key FROM idempotency_keys AS p
-    WHERE p.expires_at <= now()
-      AND (p.status = 'completed' OR p.leased_until <= now())
-    LIMIT $1::int
-)
-  AND k.expires_at <= now()
-  AND (k.status = 'completed' OR k.leased_until <= now())
+const purgeBound = `-- name: PurgeBound :many
+SELECT expires_at
+FROM idempotency_keys
+WHERE expires_at >= $1::timestamptz AND expires_at <= $2::timestamptz
+ORDER BY expires_at
+OFFSET $3::int - 1
+LIMIT 1
 `
 
-// Deletes at most batch_size rows past retention (completed, or v1 claims past their lease
-// too). Call in a loop until it returns 0. No row locks are taken up front (no FOR UPDATE
-// across tenants): the outer WHERE re-checks each row, so a row taken over meanwhile is
-// kept.
-func (q *Queries) PurgeExpired(ctx context.Context, batchSize int32) (int64, error) {
-	result, err := q.db.Exec(ctx, purgeExpired, batchSize)
+type PurgeBoundParams struct {
+	FromAt    pgtype.Timestamptz
+	Cutoff    pgtype.Timestamptz
+	BatchSize int32
+}
+
+// The end of the next batch: the expires_at of the batch_size-th row at or after from, no
+// later than the cutoff; no row when fewer are left (the batch then ends at the cutoff,
+// and it is the pass's last). An index range scan from `from` upwards that stops after
+// batch_size entries. On Citus each shard returns its first batch_size entries and the
+// coordinator takes the batch_size-th of their merge.
+func (q *Queries) PurgeBound(ctx context.Context, arg PurgeBoundParams) ([]pgtype.Timestamptz, error) {
+	rows, err := q.db.Query(ctx, purgeBound, arg.FromAt, arg.Cutoff, arg.BatchSize)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	items := []pgtype.Timestamptz{}
+	for rows.Next() {
+		var expires_at pgtype.Timestamptz
+		if err := rows.Scan(&expires_at); err != nil {
+			return nil, err
+		}
+		items = append(items, expires_at)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const purgeCutoff = `-- name: PurgeCutoff :one
+SELECT now()::timestamptz AS cutoff
+`
+
+// The purge: a pass deletes the rows that expired before it began (cutoff, the database
+// clock at its start), in batches along the expires_at index, each batch a bounded range of
+// it that starts where the previous one ended, so that no statement reads again the
+// entries of the rows deleted before it (dead until vacuumed). A pass ends at its cutoff:
+// rows that expire meanwhile are the next pass's.
+func (q *Queries) PurgeCutoff(ctx context.Context) (pgtype.Timestamptz, error) {
+	row := q.db.QueryRow(ctx, purgeCutoff)
+	var cutoff pgtype.Timestamptz
+	err := row.Scan(&cutoff)
+	return cutoff, err
+}
+
+const purgeExpired = `-- name: PurgeExpired :execrows
+DELETE FROM idempotency_keys
+WHERE expires_at >= $1::timestamptz AND expires_at <= $2::timestamptz
+  AND (status = 'completed' OR leased_until <= $3::timestamptz)
+`
+
+type PurgeExpiredParams struct {
+	FromAt pgtype.Timestamptz
+	Upto   pgtype.Timestamptz
+	Cutoff pgtype.Timestamptz
+}
+
+// One batch: the rows past retention with expires_at in [from, upto] (upto from PurgeBound,
+// or the cutoff: batch_size rows, plus the rows that share upto's expires_at). Completed
+// rows, and v1 claims whose lease ended before the cutoff. One statement on its own
+// columns, with no subquery and no join: its plan is an index range scan bounded at both
+// ends by constants (sent in the simple protocol), or a bitmap scan of that range; it
+// cannot turn into a scan of the table, or of the entries before from. A row taken over
+// meanwhile (its expires_at moved on) is re-checked by the DELETE and kept.
+func (q *Queries) PurgeExpired(ctx context.Context, arg PurgeExpiredParams) (int64, error) {
+	result, err := q.db.Exec(ctx, purgeExpired, arg.FromAt, arg.Upto, arg.Cutoff)
 	if err != nil {
 		return 0, err
 	}

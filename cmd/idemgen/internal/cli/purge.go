@@ -21,8 +21,9 @@ import (
 const purgeHelp = `usage: idemgen purge [-database-url URL] [-batch N] [-timeout D] [-dry-run]
 
 Deletes expired idempotency keys: completed keys past their retention, and claims past
-both their retention and their lease. It deletes -batch rows per statement until none
-is left, then prints how many rows it deleted. Concurrent purges (several cron jobs, or
+both their retention and their lease. It deletes the keys expired when it began, -batch
+rows per statement along the expires_at index, then prints how many rows it deleted
+(keys that expire while it runs are the next run's). Concurrent purges (several cron jobs, or
 idem.Purger in the services) may run at once: each deletes in short batches. Meant
 for a cron job, e.g. hourly:
 
