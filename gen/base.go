@@ -20,6 +20,32 @@ import (
 	"golang.org/x/tools/go/ast/astutil"
 )
 
+// Base modes.
+const (
+	BaseOapiCodegen = "oapi-codegen" // write oapi-codegen's models, server and strict server too
+	BaseExternal    = "external"     // the package already has them: write the idempotent layer only
+)
+
+// Output file names, in the output directory.
+const (
+	BaseFile       = "oapi.gen.go"
+	IdempotentFile = "idempotent.gen.go"
+	ClientFile     = "client.gen.go" // with Options.Client: IdempotentClient
+)
+
+// target is what the base and the rendering need of a run's options, defaults applied:
+// the spec's path as given (for messages and the generated headers), the Go package, the
+// router of the base, the client and server sides, and the version for the header.
+type target struct {
+	Spec       string // the spec's path as the user gave it
+	Package    string // Go package name
+	Router     string // a key of routers; "" for a client-only package or an external base whose router is not known yet
+	Client     bool   // the client side too (Options.Client)
+	ClientOnly bool   // no server (Options.ClientOnly)
+	External   bool   // the package has oapi-codegen's output already (BaseExternal)
+	Version    string // idemgen's version in the generated headers
+}
+
 // OapiCodegenVersion is the oapi-codegen release that generates the base.
 const OapiCodegenVersion = "v2.8.2"
 
@@ -61,7 +87,7 @@ func baseConfig(pkg, router string, client, clientOnly bool) codegen.Configurati
 
 // generateBase rewrites doc for the base (prepareBase) and runs oapi-codegen on it, once.
 // A panic inside oapi-codegen becomes an error.
-func generateBase(doc *openapi3.T, m *model, opts Options, internalize bool) (b base, err error) {
+func generateBase(doc *openapi3.T, m *model, opts target, internalize bool) (b base, err error) {
 	codegenMu.Lock()
 	defer codegenMu.Unlock()
 	defer func() {
@@ -79,7 +105,7 @@ func generateBase(doc *openapi3.T, m *model, opts Options, internalize bool) (b 
 		// this document's components first.
 		doc.InternalizeRefs(context.Background(), nil)
 	}
-	external := opts.Base == BaseExternal
+	external := opts.External
 	b.ops, err = prepareBase(doc, m, external, opts.Router, opts.Client)
 	if err != nil {
 		return b, err
@@ -100,7 +126,7 @@ func generateBase(doc *openapi3.T, m *model, opts Options, internalize bool) (b 
 // one parse, one print. It takes b.code, the largest text of the run, and leaves b
 // without it: the parser reads the string in place (readOnly) and nothing holds it once
 // its tree is built, so that the source, its tree and the output are never all alive.
-func formatBase(b *base, opts Options) ([]byte, error) {
+func formatBase(b *base, opts target) ([]byte, error) {
 	code, size := b.code, len(b.code)
 	b.code = ""
 	fset := token.NewFileSet()
@@ -315,3 +341,6 @@ func stripHeader(src string) (constraints []string, rest string) {
 	}
 	return constraints, src[i+1:]
 }
+
+// SpecFile is the generated file that carries the spec (OpenAPI()).
+const SpecFile = "spec.gen.go"

@@ -8,32 +8,6 @@ import (
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 )
 
-// clientNames are declared by oapi-codegen's client templates (client.tmpl,
-// client-with-responses.tmpl) and by ClientFile: with Options.Client no schema may take
-// them.
-var clientNames = []string{
-	"Client", "ClientInterface", "ClientOption", "NewClient", "WithHTTPClient", "WithRequestEditorFn",
-	"HttpRequestDoer", "RequestEditorFn", "ClientWithResponses", "ClientWithResponsesInterface",
-	"NewClientWithResponses", "WithBaseURL",
-	"IdempotentClient", "NewIdempotentClient",
-}
-
-// clientOperationNames are the names oapi-codegen's client declares for an operation:
-// its response type, its request builders and its response parser.
-func clientOperationNames(op codegen.OperationDefinition) []string {
-	id := op.OperationId
-	names := []string{id + "Response", "New" + id + "Request", "Parse" + id + "Response"}
-	if op.HasBody() {
-		names = append(names, "New"+id+"RequestWithBody")
-	}
-	for _, b := range op.Bodies {
-		if b.IsSupportedByClient() && b.Suffix() != "" {
-			names = append(names, "New"+id+"Request"+b.Suffix())
-		}
-	}
-	return names
-}
-
 // clientLayer is what templates/client.go.tmpl renders: the marked operations'
 // retrying methods, with oapi-codegen's names.
 type clientLayer struct {
@@ -74,7 +48,7 @@ type clientParam struct {
 }
 
 // renderClient renders ClientFile for the marked operations.
-func renderClient(opts Options, m *model, defs []codegen.OperationDefinition) ([]byte, error) {
+func renderClient(opts target, m *model, defs []codegen.OperationDefinition) ([]byte, error) {
 	l := &clientLayer{Version: opts.Version, Package: opts.Package, Spec: baseName(opts.Spec)}
 	byRoute := map[string]*operation{}
 	for _, o := range m.Ops {

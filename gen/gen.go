@@ -8,19 +8,6 @@ import (
 	"strings"
 )
 
-// Base modes.
-const (
-	BaseOapiCodegen = "oapi-codegen" // write oapi-codegen's models, server and strict server too
-	BaseExternal    = "external"     // the package already has them: write the idempotent layer only
-)
-
-// Output file names, in the output directory.
-const (
-	BaseFile       = "oapi.gen.go"
-	IdempotentFile = "idempotent.gen.go"
-	ClientFile     = "client.gen.go" // with Options.Client: IdempotentClient
-)
-
 // Options says what to generate.
 type Options struct {
 	Spec    string // path of the OpenAPI file; messages use it as given
@@ -128,11 +115,12 @@ func Generate(opts Options) ([]File, error) {
 	if len(m.Ops) == 0 && opts.Warnf != nil {
 		opts.Warnf("%s: no operation is marked %s: the idempotent layer passes every operation through", opts.Spec, MarkerExt)
 	}
-	specCode, err := renderSpec(opts, s) // before the base step rewrites s.doc
+	t := opts.target()
+	specCode, err := renderSpec(t, s) // before the base step rewrites s.doc
 	if err != nil {
 		return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
 	}
-	b, err := generateBase(s.doc, m, opts, s.src.externalRefs())
+	b, err := generateBase(s.doc, m, t, s.src.externalRefs())
 	if err != nil {
 		return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
 	}
@@ -140,21 +128,22 @@ func Generate(opts Options) ([]File, error) {
 		if opts.Router, err = checkExternalBase(opts.Dir, opts.Package, opts.Router, b.ops, m.Ops, opts.Client, opts.ClientOnly); err != nil {
 			return nil, err
 		}
+		t.Router = opts.Router
 	}
 	// The idempotent layer and the client first: they are all that needs oapi-codegen's
 	// operations, which can go before the base, the largest file, is parsed and printed.
 	var client, layer []byte
 	var renderErr error
 	if opts.Client {
-		client, renderErr = renderClient(opts, m, b.ops)
+		client, renderErr = renderClient(t, m, b.ops)
 	}
 	if !opts.ClientOnly && renderErr == nil { // a client-only package has no server: no layer, no spec to validate with
-		layer, renderErr = render(opts, m, b.ops)
+		layer, renderErr = render(t, m, b.ops)
 	}
 	b.ops = nil
 	var files []File
 	if opts.Base == BaseOapiCodegen {
-		code, err := formatBase(&b, opts)
+		code, err := formatBase(&b, t)
 		if err != nil {
 			return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
 		}
@@ -204,23 +193,20 @@ func (opts Options) withDefaults() (Options, error) {
 	return opts, nil
 }
 
-// check runs every check of the spec and of its markers, and builds the model. All
-// errors come back at once, sorted by position.
+// target is what the base and the rendering need of opts (after withDefaults).
+func (opts Options) target() target {
+	return target{Spec: opts.Spec, Package: opts.Package, Router: opts.Router, Client: opts.Client,
+		ClientOnly: opts.ClientOnly, External: opts.Base == BaseExternal, Version: opts.Version}
+}
+
+// check runs every check of the spec and of its markers (checkSpec), and the one the base
+// option adds, and builds the model. All errors come back at once, sorted by position.
 func check(s *spec, opts Options) (*model, error) {
 	var errs ErrorList
-	s.src.checkTree(&errs)
-	s.src.checkPathTemplates(&errs)
-	s.src.checkContentRefs(&errs)
-	s.src.checkSpelling(&errs)
-	_, markers := s.src.readMarkers(&errs)
-	if s.loadErr != nil {
-		if len(errs) == 0 { // an error we located ourselves is the clearer one
-			errs = append(errs, s.loadErr.(*Error))
-		}
+	m := checkSpec(s, &errs)
+	if m == nil {
 		return nil, errs.err()
 	}
-	s.src.checkRefPathItems(s.doc, &errs)
-	m := s.src.buildModel(s.doc, markers, &errs)
 	if opts.Base == BaseExternal {
 		for _, o := range m.Ops {
 			if o.Key.Header != "" && !o.Key.Declared {

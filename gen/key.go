@@ -2,7 +2,6 @@ package gen
 
 import (
 	"fmt"
-	"mime"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -188,20 +187,6 @@ func isString(s *openapi3.Schema) bool {
 	return s.Type.Permits(openapi3.TypeString) && !s.Type.IsEmpty()
 }
 
-// mediaType returns the lower-case type/subtype of a content type, parameters dropped.
-func mediaType(ct string) string {
-	mt, _, err := mime.ParseMediaType(ct)
-	if err != nil {
-		return strings.ToLower(strings.TrimSpace(ct))
-	}
-	return mt
-}
-
-func isJSON(ct string) bool {
-	mt := mediaType(ct)
-	return mt == "application/json" || strings.HasSuffix(mt, "+json")
-}
-
 // pointerProperty returns the schema of the string property the JSON pointer names, and
 // whether every property on the way is required; or the problem.
 func pointerProperty(schema *openapi3.Schema, ptr string) (prop *openapi3.Schema, required bool, problem string) {
@@ -291,4 +276,22 @@ func typeName(s *openapi3.Schema) string {
 		return "no type"
 	}
 	return "type " + strings.Join(s.Type.Slice(), "|")
+}
+
+// keyRules lists what k constrains: "format uuid", "maxLength 64", ...
+func keyRules(k keySchema) []string {
+	var c []string
+	if k.Format != "" {
+		c = append(c, "format "+k.Format)
+	}
+	if k.MinLength > 0 {
+		c = append(c, fmt.Sprintf("minLength %d", k.MinLength))
+	}
+	if k.MaxLength > 0 {
+		c = append(c, fmt.Sprintf("maxLength %d", k.MaxLength))
+	}
+	if k.Pattern != "" {
+		c = append(c, fmt.Sprintf("pattern %q", k.Pattern))
+	}
+	return c
 }

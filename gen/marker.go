@@ -3,7 +3,6 @@ package gen
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -457,11 +456,6 @@ type opMarker struct {
 	m            marker
 }
 
-var httpMethods = map[string]bool{
-	"get": true, "put": true, "post": true, "delete": true,
-	"options": true, "head": true, "patch": true, "trace": true,
-}
-
 // humanDuration prints d the short way: 24h, 1h30m, 30s, 1.5s.
 func humanDuration(d time.Duration) string {
 	s := d.String()
@@ -472,13 +466,4 @@ func humanDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -90,6 +90,46 @@ type keySchema struct {
 // protocolRejections are the statuses the protocol answers with on its own.
 var protocolRejections = []string{"400", "409", "413", "422"}
 
+// policies loads the spec at path and checks it into the model: every marked operation
+// with its resolved policy, and the warnings, with no oapi-codegen run. Its error is the
+// run's located errors (an ErrorList, sorted by position), or the one that stopped the
+// load (an unreadable file, a YAML or JSON syntax error, a document that is not OpenAPI
+// 3.0/3.1).
+func policies(path string) (*model, error) {
+	s, err := load(path)
+	if err != nil {
+		return nil, err
+	}
+	var errs ErrorList
+	m := checkSpec(s, &errs)
+	if err := errs.err(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// checkSpec runs every check of the loaded spec and of its markers and builds the model,
+// adding every problem to errs: the document itself (duplicate keys, path templates,
+// content $refs), the extensions' spelling, the markers, and each marker against the
+// operation it marks. It returns nil when kin-openapi could not load the document (its
+// error is in errs, unless a check located a clearer one).
+func checkSpec(s *spec, errs *ErrorList) *model {
+	src := s.src
+	src.checkTree(errs)
+	src.checkPathTemplates(errs)
+	src.checkContentRefs(errs)
+	src.checkSpelling(errs)
+	_, markers := src.readMarkers(errs)
+	if s.loadErr != nil {
+		if len(*errs) == 0 { // an error we located ourselves is the clearer one
+			*errs = append(*errs, s.loadErr.(*Error))
+		}
+		return nil
+	}
+	src.checkRefPathItems(s.doc, errs)
+	return src.buildModel(s.doc, markers, errs)
+}
+
 // buildModel checks each marker against the loaded document and resolves it into an
 // operation; every problem is added to errs.
 func (s *source) buildModel(doc *openapi3.T, markers []opMarker, errs *ErrorList) *model {
@@ -245,30 +285,6 @@ func (s *source) fingerprintHeaders(o *operation, mk marker, params openapi3.Par
 			}
 		}
 	}
-}
-
-// operationParams returns the parameters of op: the path item's, overridden by the
-// operation's own of the same name and location.
-func operationParams(item *openapi3.PathItem, op *openapi3.Operation) openapi3.Parameters {
-	var out openapi3.Parameters
-	for _, p := range item.Parameters {
-		if p.Value != nil && op.Parameters.GetByInAndName(p.Value.In, p.Value.Name) != nil {
-			continue
-		}
-		out = append(out, p)
-	}
-	return append(out, op.Parameters...)
-}
-
-// findParam returns the parameter in location in named name (case-insensitively: HTTP
-// header names are), or nil.
-func findParam(params openapi3.Parameters, in, name string) *openapi3.Parameter {
-	for _, p := range params {
-		if p.Value != nil && p.Value.In == in && strings.EqualFold(p.Value.Name, name) {
-			return p.Value
-		}
-	}
-	return nil
 }
 
 // streamingResponse returns the first streaming content type among op's responses

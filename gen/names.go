@@ -679,3 +679,29 @@ func components(doc *openapi3.T) []*component {
 	}
 	return out
 }
+
+// clientNames are declared by oapi-codegen's client templates (client.tmpl,
+// client-with-responses.tmpl) and by ClientFile: with Options.Client no schema may take
+// them.
+var clientNames = []string{
+	"Client", "ClientInterface", "ClientOption", "NewClient", "WithHTTPClient", "WithRequestEditorFn",
+	"HttpRequestDoer", "RequestEditorFn", "ClientWithResponses", "ClientWithResponsesInterface",
+	"NewClientWithResponses", "WithBaseURL",
+	"IdempotentClient", "NewIdempotentClient",
+}
+
+// clientOperationNames are the names oapi-codegen's client declares for an operation:
+// its response type, its request builders and its response parser.
+func clientOperationNames(op codegen.OperationDefinition) []string {
+	id := op.OperationId
+	names := []string{id + "Response", "New" + id + "Request", "Parse" + id + "Response"}
+	if op.HasBody() {
+		names = append(names, "New"+id+"RequestWithBody")
+	}
+	for _, b := range op.Bodies {
+		if b.IsSupportedByClient() && b.Suffix() != "" {
+			names = append(names, "New"+id+"Request"+b.Suffix())
+		}
+	}
+	return names
+}

@@ -80,7 +80,7 @@ var tmpl = template.Must(template.New("").Funcs(template.FuncMap{
 }).ParseFS(templates.FS, "*.tmpl"))
 
 // render builds the layer from the model and oapi-codegen's operations, and renders it.
-func render(opts Options, m *model, ops []codegen.OperationDefinition) ([]byte, error) {
+func render(opts target, m *model, ops []codegen.OperationDefinition) ([]byte, error) {
 	l, err := buildLayer(opts, m, ops)
 	if err != nil {
 		return nil, err
@@ -97,7 +97,7 @@ func render(opts Options, m *model, ops []codegen.OperationDefinition) ([]byte, 
 	return out, nil
 }
 
-func buildLayer(opts Options, m *model, defs []codegen.OperationDefinition) (*layer, error) {
+func buildLayer(opts target, m *model, defs []codegen.OperationDefinition) (*layer, error) {
 	l := &layer{Version: opts.Version, Package: opts.Package, Spec: baseName(opts.Spec), Router: opts.Router, Skipped: m.Unmarked}
 	byRoute := map[string]*operation{}
 	for _, o := range m.Ops {
@@ -283,24 +283,6 @@ func keyConstraints(k keySchema) string {
 		return ""
 	}
 	return " (" + strings.Join(c, ", ") + ")"
-}
-
-// keyRules lists what k constrains: "format uuid", "maxLength 64", ...
-func keyRules(k keySchema) []string {
-	var c []string
-	if k.Format != "" {
-		c = append(c, "format "+k.Format)
-	}
-	if k.MinLength > 0 {
-		c = append(c, fmt.Sprintf("minLength %d", k.MinLength))
-	}
-	if k.MaxLength > 0 {
-		c = append(c, fmt.Sprintf("maxLength %d", k.MaxLength))
-	}
-	if k.Pattern != "" {
-		c = append(c, fmt.Sprintf("pattern %q", k.Pattern))
-	}
-	return c
 }
 
 // goDuration prints d as a Go expression: 30 * time.Second, 24 * time.Hour.

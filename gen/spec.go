@@ -10,9 +10,6 @@ import (
 	"unicode/utf8"
 )
 
-// SpecFile is the generated file that carries the spec (OpenAPI()).
-const SpecFile = "spec.gen.go"
-
 // specLayer is what templates/spec.go.tmpl renders.
 type specLayer struct {
 	Version string
@@ -28,7 +25,7 @@ type specLayer struct {
 // $refs to other files is loaded afresh, its references inlined (kin-openapi's
 // InternalizeRefs, as the base does) and embedded as JSON, so the package needs no file
 // at run time.
-func renderSpec(opts Options, s *spec) ([]byte, error) {
+func renderSpec(opts target, s *spec) ([]byte, error) {
 	l := specLayer{Version: opts.Version, Package: opts.Package, Spec: baseName(opts.Spec)}
 	text := s.data
 	// A JSON file whose content $refs were resolved is embedded as the YAML of its tree.

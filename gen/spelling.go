@@ -5,6 +5,7 @@ import (
 
 	"go.yaml.in/yaml/v4"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/idemgen/idemgen/internal/cliflag"
 )
 
@@ -72,6 +73,29 @@ func (s *source) checkKeys(n *yaml.Node, errs *ErrorList) {
 		k := n.Content[i]
 		if name, loss, ok := misspelledExt(k.Value); ok {
 			errs.add(s.pos(k), "unknown extension %s, did you mean %s? (%s)", k.Value, name, loss)
+		}
+	}
+}
+
+// checkRefPathItems reports markers that readMarkers could not see: on the operations of a
+// path item that is a $ref (to another file, or to components/pathItems). Ignoring them
+// would leave a marked operation without idempotency.
+func (s *source) checkRefPathItems(doc *openapi3.T, errs *ErrorList) {
+	_, paths := s.lookup("paths")
+	if paths == nil || paths.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(paths.Content); i += 2 {
+		path := paths.Content[i].Value
+		_, ref := entry(paths.Content[i+1], "$ref")
+		item := doc.Paths.Value(path)
+		if ref == nil || item == nil {
+			continue
+		}
+		for _, method := range sortedKeys(item.Operations()) {
+			if v, ok := item.Operations()[method].Extensions[MarkerExt]; ok && v != false {
+				errs.add(s.pos(ref), "%s: %s %s is marked in the path item this $ref names; idemgen reads markers in the spec file only: move the path item here", MarkerExt, method, path)
+			}
 		}
 	}
 }
