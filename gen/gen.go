@@ -6,7 +6,53 @@ import (
 	"go/token"
 	"runtime/debug"
 	"strings"
+
+	"github.com/idemgen/idemgen/gen/internal/base"
+	"github.com/idemgen/idemgen/gen/internal/genfs"
+	"github.com/idemgen/idemgen/gen/internal/model"
+	"github.com/idemgen/idemgen/gen/internal/render"
+	"github.com/idemgen/idemgen/gen/internal/spec"
 )
+
+// Base modes.
+const (
+	BaseOapiCodegen = "oapi-codegen" // write oapi-codegen's models, server and strict server too
+	BaseExternal    = "external"     // the package already has them: write the idempotent layer only
+)
+
+// Output file names, in the output directory.
+const (
+	BaseFile       = "oapi.gen.go"
+	IdempotentFile = "idempotent.gen.go"
+	ClientFile     = "client.gen.go" // with Options.Client: IdempotentClient
+)
+
+// SpecFile is the generated file that carries the spec (OpenAPI()).
+const SpecFile = "spec.gen.go"
+
+// OapiCodegenVersion is the oapi-codegen release that generates the base.
+const OapiCodegenVersion = "v2.8.2"
+
+// Extension names read from the spec.
+const (
+	// MarkerExt marks an operation idempotent.
+	MarkerExt = "x-idempotent"
+	// DefaultsExt, at the document root, holds defaults for every marker's fields.
+	DefaultsExt = "x-idempotent-defaults"
+)
+
+// Routers: the HTTP server oapi-codegen writes into the base, around its strict server.
+// The idempotent layer is the same for each: it implements StrictServerInterface, whose
+// responses write to an http.ResponseWriter whatever the router.
+const (
+	RouterStdHTTP = "std-http" // net/http's ServeMux (the default)
+	RouterChi     = "chi"      // github.com/go-chi/chi/v5
+	RouterEcho    = "echo"     // github.com/labstack/echo/v4
+	RouterGin     = "gin"      // github.com/gin-gonic/gin
+)
+
+// Routers lists the routers idemgen writes a base for, the default first.
+var Routers = []string{RouterStdHTTP, RouterChi, RouterEcho, RouterGin}
 
 // Options says what to generate.
 type Options struct {
@@ -39,10 +85,7 @@ type Options struct {
 }
 
 // File is one generated file.
-type File struct {
-	Name string // base name, within the output directory
-	Data []byte
-}
+type File = genfs.File
 
 // Version is the idemgen version for the generated header: the module's release tag when
 // built from a tagged module (go tool / go run pkg@vX), else "(devel)". Pseudo-versions and
@@ -88,11 +131,20 @@ func Version() string {
 //
 // Writing is [Emit]'s, through a [FileSystem].
 func Generate(opts Options) ([]File, error) {
+	files, err := generate(opts)
+	if err != nil {
+		return nil, located(err)
+	}
+	return files, nil
+}
+
+// generate is Generate, its located errors as the steps return them (spec.ErrorList).
+func generate(opts Options) ([]File, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	s, err := load(opts.Spec)
+	s, err := spec.Load(opts.Spec)
 	if err != nil {
 		return nil, err
 	}
@@ -116,16 +168,16 @@ func Generate(opts Options) ([]File, error) {
 		opts.Warnf("%s: no operation is marked %s: the idempotent layer passes every operation through", opts.Spec, MarkerExt)
 	}
 	t := opts.target()
-	specCode, err := renderSpec(t, s) // before the base step rewrites s.doc
+	specCode, err := render.RenderSpec(t, s) // before the base step rewrites s.doc
 	if err != nil {
 		return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
 	}
-	b, err := generateBase(s.doc, m, t, s.src.externalRefs())
+	b, err := base.GenerateBase(s.Doc, m, t, s.Src.ExternalRefs())
 	if err != nil {
 		return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
 	}
 	if opts.Base == BaseExternal {
-		if opts.Router, err = checkExternalBase(opts.Dir, opts.Package, opts.Router, b.ops, m.Ops, opts.Client, opts.ClientOnly); err != nil {
+		if opts.Router, err = base.CheckExternalBase(opts.Dir, opts.Package, opts.Router, b.Ops, m.Ops, opts.Client, opts.ClientOnly); err != nil {
 			return nil, err
 		}
 		t.Router = opts.Router
@@ -135,15 +187,15 @@ func Generate(opts Options) ([]File, error) {
 	var client, layer []byte
 	var renderErr error
 	if opts.Client {
-		client, renderErr = renderClient(t, m, b.ops)
+		client, renderErr = render.RenderClient(t, m, b.Ops)
 	}
 	if !opts.ClientOnly && renderErr == nil { // a client-only package has no server: no layer, no spec to validate with
-		layer, renderErr = render(t, m, b.ops)
+		layer, renderErr = render.Render(t, m, b.Ops)
 	}
-	b.ops = nil
+	b.Ops = nil
 	var files []File
 	if opts.Base == BaseOapiCodegen {
-		code, err := formatBase(&b, t)
+		code, err := base.FormatBase(&b, t)
 		if err != nil {
 			return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
 		}
@@ -175,7 +227,7 @@ func (opts Options) withDefaults() (Options, error) {
 	default:
 		return opts, fmt.Errorf("unknown base %q (want %s or %s)", opts.Base, BaseOapiCodegen, BaseExternal)
 	}
-	if err := checkRouter(opts.Router); err != nil {
+	if err := base.CheckRouter(opts.Router); err != nil {
 		return opts, err
 	}
 	if opts.ClientOnly {
@@ -194,27 +246,27 @@ func (opts Options) withDefaults() (Options, error) {
 }
 
 // target is what the base and the rendering need of opts (after withDefaults).
-func (opts Options) target() target {
-	return target{Spec: opts.Spec, Package: opts.Package, Router: opts.Router, Client: opts.Client,
+func (opts Options) target() base.Target {
+	return base.Target{Spec: opts.Spec, Package: opts.Package, Router: opts.Router, Client: opts.Client,
 		ClientOnly: opts.ClientOnly, External: opts.Base == BaseExternal, Version: opts.Version}
 }
 
 // check runs every check of the spec and of its markers (checkSpec), and the one the base
 // option adds, and builds the model. All errors come back at once, sorted by position.
-func check(s *spec, opts Options) (*model, error) {
-	var errs ErrorList
-	m := checkSpec(s, &errs)
+func check(s *spec.Spec, opts Options) (*model.Model, error) {
+	var errs spec.ErrorList
+	m := model.CheckSpec(s, &errs)
 	if m == nil {
-		return nil, errs.err()
+		return nil, errs.Err()
 	}
 	if opts.Base == BaseExternal {
 		for _, o := range m.Ops {
 			if o.Key.Header != "" && !o.Key.Declared {
-				errs.add(o.Pos, "%s: with -base=%s the spec must declare the key header parameter %s (in: header): the package's oapi-codegen output has no field for it otherwise", MarkerExt, BaseExternal, o.Key.Header)
+				errs.Add(o.Pos, "%s: with -base=%s the spec must declare the key header parameter %s (in: header): the package's oapi-codegen output has no field for it otherwise", MarkerExt, BaseExternal, o.Key.Header)
 			}
 		}
 	}
-	if err := errs.err(); err != nil {
+	if err := errs.Err(); err != nil {
 		return nil, err
 	}
 	return m, nil

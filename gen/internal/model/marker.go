@@ -1,0 +1,474 @@
+package model
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v4"
+
+	"github.com/idemgen/idemgen/gen/internal/spec"
+	"github.com/idemgen/idemgen/internal/cliflag"
+)
+
+// Extension names read from the spec.
+// source is the spec file's node tree and positions (spec.Source), with the checks of
+// the markers, and of each marker against the operation it marks, as its methods.
+type source struct{ *spec.Source }
+
+const (
+	// MarkerExt marks an operation idempotent.
+	MarkerExt = "x-idempotent"
+	// DefaultsExt, at the document root, holds defaults for every marker's fields.
+	DefaultsExt = "x-idempotent-defaults"
+)
+
+// Isolation levels a marker may ask for, as pgx spells them.
+var IsolationLevels = map[string]string{
+	"serializable":     "pgx.Serializable",
+	"repeatable read":  "pgx.RepeatableRead",
+	"read committed":   "pgx.ReadCommitted",
+	"read uncommitted": "pgx.ReadUncommitted",
+}
+
+// marker is one x-idempotent object (or the document defaults) as written: each field
+// with whether it was set and where.
+type marker struct {
+	header, body              field[string]
+	required                  field[bool]
+	lease, retention, timeout field[time.Duration]
+	wait                      field[time.Duration]
+	isolation                 field[string]
+	store                     field[string] // "postgres" or "redis"
+	fingerprintHeaders        field[[]named]
+	methods                   field[[]string] // x-idempotent-defaults only: mark every operation of these methods
+	pos                       spec.Pos        // of the marker's key, or of the operation's method when marked by methods
+	byMethod                  bool            // marked by x-idempotent-defaults.methods, not by its own marker
+	ownIsolation              bool            // the isolation is the operation's own, not a document default
+	ownLease, ownRetention    bool            // the lease, the retention is the operation's own, not a document default
+	failed                    bool            // some field is in error (reported)
+}
+
+type field[T any] struct {
+	v   T
+	set bool
+	bad bool     // given but in error (reported): the checks that need its value are left out
+	pos spec.Pos // of the value
+}
+
+func (f *field[T]) put(v T, p spec.Pos) { f.v, f.set, f.pos = v, true, p }
+
+// named is a name a marker lists (a fingerprint header), as the spec writes it, with its
+// own position: an error about one item of a list points at that item.
+type named struct {
+	name string
+	pos  spec.Pos
+}
+
+// given reports whether the marker writes the field, well or badly: a default does not
+// replace a field given in error.
+func (f field[T]) given() bool { return f.set || f.bad }
+
+// over returns m with the fields d sets and m does not.
+func (m marker) over(d marker) marker {
+	if !m.header.given() && !m.body.given() {
+		m.header, m.body = d.header, d.body
+	}
+	if !m.required.given() {
+		m.required = d.required
+	}
+	m.ownLease, m.ownRetention = m.lease.given(), m.retention.given()
+	if !m.lease.given() {
+		m.lease = d.lease
+	}
+	if !m.retention.given() {
+		m.retention = d.retention
+	}
+	if !m.timeout.given() {
+		m.timeout = d.timeout
+	}
+	if !m.wait.given() {
+		m.wait = d.wait
+	}
+	m.ownIsolation = m.isolation.given()
+	if !m.isolation.given() {
+		m.isolation = d.isolation
+	}
+	if !m.store.given() {
+		m.store = d.store
+	}
+	if !m.fingerprintHeaders.given() {
+		m.fingerprintHeaders = d.fingerprintHeaders
+	}
+	return m
+}
+
+// fail marks the field named name (as the spec spells it) as given in error.
+func (m *marker) fail(name string) {
+	m.failed = true
+	switch name {
+	case "header":
+		m.header.bad = true
+	case "body":
+		m.body.bad = true
+	case "required":
+		m.required.bad = true
+	case "lease":
+		m.lease.bad = true
+	case "retention":
+		m.retention.bad = true
+	case "timeout":
+		m.timeout.bad = true
+	case "wait":
+		m.wait.bad = true
+	case "isolation":
+		m.isolation.bad = true
+	case "store":
+		m.store.bad = true
+	case "fingerprint-headers":
+		m.fingerprintHeaders.bad = true
+	case "methods":
+		m.methods.bad = true
+	}
+}
+
+var markerFields = []string{"header", "body", "required", "lease", "retention", "timeout", "wait", "isolation", "store", "fingerprint-headers"}
+
+// Stores a marker may name (x-idempotent.store): where the operation's idempotency keys
+// live. PostgreSQL, the default, keeps a key in the business transaction; Redis keeps it
+// apart (idem/idemredis), for operations whose rare duplicate is acceptable.
+const (
+	storePostgres = "postgres"
+	StoreRedis    = "redis"
+)
+
+// markableMethods are the methods x-idempotent-defaults.methods may name: the ones that
+// change state. GET, HEAD, OPTIONS and TRACE are safe, idempotent by definition.
+var markableMethods = []string{"post", "put", "patch", "delete"}
+
+// parseMarker reads a marker value: true (all defaults), false (not marked), or an object.
+// name prefixes messages ("x-idempotent", "x-idempotent-defaults"). ok is false when the
+// operation is not marked (false) or the value is not an object (reported to errs). An
+// object marks the operation even when some of its fields are in error: those are
+// reported to errs and marked bad, so that the checks of the other fields against each
+// other and against the operation still run, and every error of the marker comes in one
+// run.
+func (s *source) parseMarker(key, n *yaml.Node, name string, allowBool bool, errs *spec.ErrorList) (m marker, ok bool) {
+	m.pos = s.Pos(key)
+	n = spec.Deref(n)
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if allowBool && n.Tag == "!!bool" {
+			return m, n.Value == "true"
+		}
+		want := "an object"
+		if allowBool {
+			want = "true or an object"
+		}
+		errs.Add(s.Pos(n), "%s: want %s, got %s", name, want, describe(n))
+		return m, false
+	case yaml.MappingNode:
+	default:
+		errs.Add(s.Pos(n), "%s: want an object, got %s", name, describe(n))
+		return m, false
+	}
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if seen[k.Value] {
+			continue // checkTree reports the duplicate key
+		}
+		seen[k.Value] = true
+		if !s.parseField(&m, k, v, name, allowBool, errs) {
+			m.fail(k.Value)
+		}
+	}
+	if m.header.set && m.body.set {
+		errs.Add(m.body.pos, "%s: header and body are exclusive: the key comes from one place", name)
+		m.body = field[string]{pos: m.body.pos} // the key's source is unknown: no key checks
+		m.fail("body")
+	}
+	return m, true
+}
+
+// parseField reads the marker field k: v into m, or reports why it cannot (ok false).
+func (s *source) parseField(m *marker, k, v *yaml.Node, name string, allowBool bool, errs *spec.ErrorList) (ok bool) {
+	fname := name + "." + k.Value
+	p := s.Pos(v)
+	switch k.Value {
+	case "header":
+		str, good := s.str(v, fname, errs)
+		if good && !validHeaderName(str) {
+			errs.Add(p, "%s: %q is not a valid HTTP header name (RFC 9110 token)", fname, str)
+			return false
+		}
+		if good {
+			m.header.put(str, p)
+		}
+		return good
+	case "body":
+		str, good := s.str(v, fname, errs)
+		if good && (!strings.HasPrefix(str, "/") || len(str) < 2) {
+			errs.Add(p, "%s: %q is not a JSON pointer to a body field (want e.g. \"/idempotency_key\")", fname, str)
+			return false
+		}
+		if good {
+			m.body.put(str, p)
+		}
+		return good
+	case "required":
+		if v.Kind != yaml.ScalarNode || v.Tag != "!!bool" {
+			errs.Add(p, "%s: want true or false, got %s", fname, describe(v))
+			return false
+		}
+		m.required.put(v.Value == "true", p)
+		return true
+	case "lease", "retention", "timeout", "wait":
+		d, good := s.duration(v, fname, errs)
+		if !good {
+			return false
+		}
+		switch k.Value {
+		case "lease":
+			m.lease.put(d, p)
+		case "retention":
+			m.retention.put(d, p)
+		case "wait":
+			m.wait.put(d, p)
+		default:
+			m.timeout.put(d, p)
+		}
+		return true
+	case "isolation":
+		str, good := s.str(v, fname, errs)
+		if !good {
+			return false
+		}
+		lvl := strings.ToLower(strings.Join(strings.Fields(str), " "))
+		if _, known := IsolationLevels[lvl]; !known {
+			errs.Add(p, "%s: %q is not an isolation level (want \"serializable\", \"repeatable read\", \"read committed\" or \"read uncommitted\")", fname, str)
+			return false
+		}
+		m.isolation.put(lvl, p)
+		return true
+	case "store":
+		str, good := s.str(v, fname, errs)
+		if !good {
+			return false
+		}
+		switch strings.ToLower(str) {
+		case "postgres", "postgresql":
+			m.store.put(storePostgres, p)
+		case "redis":
+			m.store.put(StoreRedis, p)
+		default:
+			errs.Add(p, "%s: %q is not a store (want \"postgres\", the default: the key commits with the business; or \"redis\", for operations whose rare duplicate is acceptable)", fname, str)
+			return false
+		}
+		return true
+	case "fingerprint-headers":
+		list, good := s.headerList(v, fname, errs)
+		if good {
+			m.fingerprintHeaders.put(list, p)
+		}
+		return good
+	case "methods":
+		if allowBool { // an operation's own marker
+			errs.Add(s.Pos(k), "%s: belongs in %s (it marks every operation of the methods it names)", fname, DefaultsExt)
+			return false
+		}
+		list, good := s.methodList(v, fname, errs)
+		if good {
+			m.methods.put(list, p)
+		}
+		return good
+	}
+	want := markerFields
+	if !allowBool {
+		want = append(slices.Clone(want), "methods")
+	}
+	unknown := "unknown field"
+	if c := cliflag.Suggest(k.Value, want); c != "" {
+		unknown += ", did you mean " + c + "?"
+	}
+	errs.Add(s.Pos(k), "%s: %s (want one of %s)", fname, unknown, strings.Join(want, ", "))
+	return false
+}
+
+// duration reads a lease, retention or timeout: a Go duration of at least 1ms.
+func (s *source) duration(v *yaml.Node, name string, errs *spec.ErrorList) (time.Duration, bool) {
+	str, good := s.str(v, name, errs)
+	if !good {
+		return 0, false
+	}
+	p := s.Pos(v)
+	d, err := time.ParseDuration(str)
+	switch {
+	case err != nil:
+		errs.Add(p, "%s: %q is not a duration (want e.g. \"30s\", \"5m\", \"24h\")", name, str)
+	case d <= 0:
+		errs.Add(p, "%s: %q must be positive", name, str)
+	case d < time.Millisecond:
+		// The table keeps microseconds: 1ns would be stored as a lease of 0.
+		errs.Add(p, "%s: %q is shorter than the 1ms minimum", name, str)
+	default:
+		return d, true
+	}
+	return 0, false
+}
+
+// headerList reads a list of header names, each with its position.
+func (s *source) headerList(v *yaml.Node, name string, errs *spec.ErrorList) ([]named, bool) {
+	if v.Kind != yaml.SequenceNode {
+		errs.Add(s.Pos(v), "%s: want a list of header names, got %s", name, describe(v))
+		return nil, false
+	}
+	var out []named
+	ok := true
+	for _, item := range v.Content {
+		h, good := s.str(spec.Deref(item), name, errs)
+		switch {
+		case !good:
+			ok = false
+		case !validHeaderName(h):
+			errs.Add(s.Pos(item), "%s: %q is not a valid HTTP header name (RFC 9110 token)", name, h)
+			ok = false
+		default:
+			out = append(out, named{h, s.Pos(item)})
+		}
+	}
+	return out, ok
+}
+
+// methodList reads x-idempotent-defaults.methods: a list of markable methods.
+func (s *source) methodList(v *yaml.Node, name string, errs *spec.ErrorList) ([]string, bool) {
+	if v.Kind != yaml.SequenceNode {
+		errs.Add(s.Pos(v), "%s: want a list of methods (e.g. [post]), got %s", name, describe(v))
+		return nil, false
+	}
+	var out []string
+	ok := true
+	for _, item := range v.Content {
+		m, good := s.str(spec.Deref(item), name, errs)
+		lower := strings.ToLower(m)
+		switch {
+		case !good:
+			ok = false
+		case lower == "get" || lower == "head" || lower == "options" || lower == "trace":
+			errs.Add(s.Pos(item), "%s: %s is a safe method, idempotent by definition; name methods that change state (%s)", name, strings.ToUpper(m), strings.Join(markableMethods, ", "))
+			ok = false
+		case !slices.Contains(markableMethods, lower):
+			errs.Add(s.Pos(item), "%s: %q is not a method idemgen marks (want %s)", name, m, strings.Join(markableMethods, ", "))
+			ok = false
+		default:
+			out = append(out, lower)
+		}
+	}
+	return out, ok
+}
+
+func (s *source) str(v *yaml.Node, name string, errs *spec.ErrorList) (string, bool) {
+	if v.Kind != yaml.ScalarNode || v.Tag != "!!str" {
+		errs.Add(s.Pos(v), "%s: want a string, got %s", name, describe(v))
+		return "", false
+	}
+	return v.Value, true
+}
+
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "an object"
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.ScalarNode:
+		switch n.Tag {
+		case "!!bool":
+			return n.Value
+		case "!!null":
+			return "null"
+		case "!!int", "!!float":
+			return "the number " + n.Value
+		}
+		return fmt.Sprintf("%q", n.Value)
+	}
+	return "an alias"
+}
+
+// validHeaderName reports whether s is an RFC 9110 field name (a token).
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// readMarkers reads the document defaults and every operation's marker, in file order.
+// An operation without a marker whose method x-idempotent-defaults.methods names is
+// marked too; x-idempotent: false opts it out.
+func (s *source) readMarkers(errs *spec.ErrorList) (defaults marker, ops []opMarker) {
+	if k, v := s.Lookup(DefaultsExt); v != nil {
+		defaults, _ = s.parseMarker(k, v, DefaultsExt, false, errs)
+	}
+	_, paths := s.Lookup("paths")
+	if paths == nil || paths.Kind != yaml.MappingNode {
+		return defaults, nil
+	}
+	for i := 0; i+1 < len(paths.Content); i += 2 {
+		path, item := paths.Content[i].Value, spec.Deref(paths.Content[i+1])
+		if k, _ := spec.Entry(item, MarkerExt); k != nil {
+			errs.Add(s.Pos(k), "%s: belongs on an operation (get, post, ...), not on the path item %s", MarkerExt, path)
+		}
+		if item == nil || item.Kind != yaml.MappingNode {
+			continue
+		}
+		for j := 0; j+1 < len(item.Content); j += 2 {
+			methodKey, op := item.Content[j], item.Content[j+1]
+			method := strings.ToLower(methodKey.Value)
+			if !spec.HttpMethods[method] {
+				continue
+			}
+			k, v := spec.Entry(op, MarkerExt)
+			if k == nil {
+				if slices.Contains(defaults.methods.v, method) {
+					m := defaults
+					m.pos, m.byMethod = s.Pos(methodKey), true
+					ops = append(ops, opMarker{path: path, method: method, m: m})
+				}
+				continue
+			}
+			m, ok := s.parseMarker(k, v, MarkerExt, true, errs)
+			if ok {
+				ops = append(ops, opMarker{path: path, method: method, m: m.over(defaults)})
+			}
+		}
+	}
+	return defaults, ops
+}
+
+type opMarker struct {
+	path, method string
+	m            marker
+}
+
+// humanDuration prints d the short way: 24h, 1h30m, 30s, 1.5s.
+func HumanDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

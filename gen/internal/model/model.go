@@ -1,0 +1,338 @@
+package model
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/idemgen/idemgen/gen/internal/spec"
+	"github.com/idemgen/idemgen/idem"
+)
+
+// model is what idemgen generates from: every marked operation with its resolved policy,
+// in file order. It holds no Go source; render turns it into code with oapi-codegen's
+// names. Its fields are exported for the template.
+type Model struct {
+	Ops []*Operation
+	// Unmarked lists operations that x-idempotent-defaults.methods names but that cannot
+	// be marked (a streaming response), for the warning and the generated file's comment.
+	Unmarked []SkippedOp
+	// Warnings are idemgen's guesses and the things it leaves alone (keyfind.go), each
+	// also in the policy comment of its operation, or in the generated file's comment.
+	Warnings warnings
+}
+
+// skippedOp is an operation the document defaults would mark but idemgen leaves unmarked.
+type SkippedOp struct {
+	Method, Path string
+	Why          string
+	Pos          spec.Pos // of the operation's method
+}
+
+// operation is a marked operation and its policy.
+type Operation struct {
+	Method string // upper case: POST
+	Path   string
+	// Name is the stored operation name (idem.Policy.Operation): the spec's operationId,
+	// else "POST /path".
+	Name     string
+	Pos      spec.Pos // of the x-idempotent key, or of the method when marked by the defaults
+	ByMethod bool     // marked by x-idempotent-defaults.methods
+
+	Key       KeySource
+	Required  bool // a request without a key is answered 400
+	Lease     time.Duration
+	Retention time.Duration
+	Timeout   time.Duration // zero: none
+	Wait      time.Duration // zero: a duplicate is answered 409 at once
+	Isolation string        // "" (database default), "serializable", ...
+	// Store is where the keys live: storePostgres (in the business transaction) or
+	// storeRedis (idem/idemredis: no transaction, a weaker guarantee).
+	Store string
+
+	// FingerprintHeaders are the declared header parameters (spec spelling) that are part
+	// of the fingerprint; OtherHeaders the declared ones that are not (the key excluded).
+	// Cookies are the declared cookie parameters: never part of the fingerprint.
+	FingerprintHeaders []string
+	OtherHeaders       []string
+	Cookies            []string
+	// OwnErrors are the statuses among the protocol's rejections (400, 409, 413, 422)
+	// for which the operation declares a body in its own shape (not problem+json).
+	OwnErrors []string
+	// Notes are what idemgen decided about the key where the spec does not say it
+	// plainly (the name of an added header, a header declared twice, a property that
+	// only suggests it is the key): lines of the policy comment, each also a warning.
+	Notes []string
+}
+
+// keySource is where an operation's idempotency key comes from, and what the spec says
+// of it.
+type KeySource struct {
+	Header string // header name as the spec (or the marker) spells it; "" for a body key
+	Body   string // JSON pointer into the request body; "" for a header key
+	// Declared: the spec declares the header parameter. When it does not, idemgen adds it
+	// (optional, string) to the base it writes.
+	Declared bool
+	Schema   KeySchema
+}
+
+// keySchema is what the key's declared schema constrains, enforced by the protocol
+// before any SQL (idem.KeySchema). Zero values constrain nothing.
+type KeySchema struct {
+	MinLength uint64
+	MaxLength uint64 // 0: none (the protocol's own 255-byte limit remains)
+	Pattern   string // ECMA-262 as written in the spec; checked to compile (internal/ecmaregexp)
+	Format    string // "uuid" is enforced; other formats are carried for the comment only
+}
+
+// protocolRejections are the statuses the protocol answers with on its own.
+var protocolRejections = []string{"400", "409", "413", "422"}
+
+// policies loads the spec at path and checks it into the model: every marked operation
+// with its resolved policy, and the warnings, with no oapi-codegen run. Its error is the
+// run's located errors (an ErrorList, sorted by position), or the one that stopped the
+// load (an unreadable file, a YAML or JSON syntax error, a document that is not OpenAPI
+// 3.0/3.1).
+func policies(path string) (*Model, error) {
+	s, err := spec.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	var errs spec.ErrorList
+	m := CheckSpec(s, &errs)
+	if err := errs.Err(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// checkSpec runs every check of the loaded spec and of its markers and builds the model,
+// adding every problem to errs: the document itself (duplicate keys, path templates,
+// content $refs), the extensions' spelling, the markers, and each marker against the
+// operation it marks. It returns nil when kin-openapi could not load the document (its
+// error is in errs, unless a check located a clearer one).
+func CheckSpec(s *spec.Spec, errs *spec.ErrorList) *Model {
+	src := &source{s.Src}
+	src.CheckTree(errs)
+	src.CheckPathTemplates(errs)
+	src.CheckContentRefs(errs)
+	src.checkSpelling(errs)
+	_, markers := src.readMarkers(errs)
+	if s.LoadErr != nil {
+		if len(*errs) == 0 { // an error we located ourselves is the clearer one
+			*errs = append(*errs, s.LoadErr.(*spec.Error))
+		}
+		return nil
+	}
+	src.checkRefPathItems(s.Doc, errs)
+	return src.buildModel(s.Doc, markers, errs)
+}
+
+// buildModel checks each marker against the loaded document and resolves it into an
+// operation; every problem is added to errs.
+func (s *source) buildModel(doc *openapi3.T, markers []opMarker, errs *spec.ErrorList) *Model {
+	m := &Model{}
+	conv := specKeyConvention(doc)
+	if len(markers) > 0 {
+		s.unprotectedKeys(doc, markers, &m.Warnings)
+	}
+	for _, om := range markers {
+		item := doc.Paths.Value(om.path)
+		if item == nil {
+			continue
+		}
+		op := item.Operations()[strings.ToUpper(om.method)]
+		if op == nil {
+			continue
+		}
+		if ct := streamingResponse(op); ct != "" {
+			if om.m.byMethod {
+				m.Unmarked = append(m.Unmarked, SkippedOp{Method: strings.ToUpper(om.method), Path: om.path, Pos: om.m.pos,
+					Why: fmt.Sprintf("its %s response is a stream, which cannot be recorded and replayed", ct)})
+				continue
+			}
+			errs.Add(om.m.pos, "%s: %s %s answers with a stream (%s): a stream cannot be recorded and replayed; leave the operation unmarked, or drop the streaming response",
+				MarkerExt, strings.ToUpper(om.method), om.path, ct)
+			continue
+		}
+		if o := s.buildOperation(om, item, op, conv, &m.Warnings, errs); o != nil {
+			m.Ops = append(m.Ops, o)
+		}
+	}
+	return m
+}
+
+func (s *source) buildOperation(om opMarker, item *openapi3.PathItem, op *openapi3.Operation, conv keyConvention, w *warnings, errs *spec.ErrorList) *Operation {
+	mk := om.m
+	o := &Operation{
+		Method:    strings.ToUpper(om.method),
+		Path:      om.path,
+		Name:      op.OperationID,
+		Pos:       mk.pos,
+		ByMethod:  mk.byMethod,
+		Lease:     idem.DefaultLease,
+		Retention: idem.DefaultRetention,
+		Required:  mk.required.v,
+		Timeout:   mk.timeout.v,
+		Wait:      mk.wait.v,
+		Isolation: mk.isolation.v,
+		Store:     storePostgres,
+	}
+	if mk.store.set {
+		o.Store = mk.store.v
+	}
+	if o.Name == "" {
+		o.Name = o.Method + " " + o.Path
+	}
+	if mk.lease.set {
+		o.Lease = mk.lease.v
+	}
+	if mk.retention.set {
+		o.Retention = mk.retention.v
+	}
+	// Every check runs, so that all errors of the marker come at once; a check that needs
+	// a field given in error (already reported) is left out.
+	n0 := len(*errs)
+	if o.Store == StoreRedis && !mk.isolation.bad {
+		if mk.isolation.set && mk.ownIsolation {
+			errs.Add(mk.isolation.pos, "%s.isolation: %s %s keeps its keys in Redis (store: redis): its business gets no transaction, so no isolation level; drop one of them", MarkerExt, strings.ToUpper(om.method), om.path)
+		}
+		o.Isolation = "" // a document default isolation is for the PostgreSQL operations
+		if o.Timeout > o.Lease {
+			w.add(mk.pos, "%s: %s %s keeps its key in Redis (store: redis) with a lease (%s) shorter than its timeout (%s): the Redis lease is not extended while the business runs, so a business past %s loses its key to a retry, which runs it again; set lease to at least the timeout",
+				MarkerExt, strings.ToUpper(om.method), om.path, HumanDuration(o.Lease), HumanDuration(o.Timeout), HumanDuration(o.Lease))
+		}
+	}
+	if o.Timeout > 0 && o.Wait > o.Timeout && !mk.wait.bad && !mk.timeout.bad {
+		w.add(mk.pos, "%s: %s %s makes a duplicate wait up to %s for the key's owner, longer than the owner's business may run (timeout %s): by then the owner has answered, is finishing its commit, or was cut off, so most of the wait past the timeout only holds the duplicate's request; set wait to at most the timeout",
+			MarkerExt, strings.ToUpper(om.method), om.path, HumanDuration(o.Wait), HumanDuration(o.Timeout))
+	}
+	if o.Retention < o.Lease && !mk.lease.bad && !mk.retention.bad {
+		retentionShort(o, mk, errs)
+	}
+	if o.Method == "GET" || o.Method == "HEAD" || o.Method == "OPTIONS" || o.Method == "TRACE" {
+		errs.Add(mk.pos, "%s: %s %s is a safe method, idempotent by definition; mark operations that change state (POST, PUT, PATCH, DELETE)", MarkerExt, o.Method, o.Path)
+	}
+	params := spec.OperationParams(item, op)
+	switch {
+	case mk.header.bad || mk.body.bad:
+		// The key's source is in error: its checks wait for the fix.
+	case mk.body.set:
+		s.bodyKey(o, mk, op, mk.body.v, mk.body.pos, MarkerExt+".body", errs)
+		if q := keyQueryParams(params); len(q) > 0 {
+			s.queryKeyIgnored(o, mk, q, w)
+		}
+		otherKeys(o, mk, op, params, w)
+	case mk.header.set:
+		s.headerKey(o, mk, params, w, errs)
+		otherKeys(o, mk, op, params, w)
+	default:
+		s.declaredKey(o, mk, op, params, conv, w, errs)
+	}
+	s.fingerprintHeaders(o, mk, params, errs)
+	if len(*errs) > n0 || mk.failed {
+		return nil
+	}
+	o.OwnErrors = ownErrorShapes(op)
+	return o
+}
+
+// ownErrorShapes returns the protocol's rejection statuses for which op declares a
+// response body other than problem+json: the spec's own error shape.
+func ownErrorShapes(op *openapi3.Operation) []string {
+	var out []string
+	for _, status := range protocolRejections {
+		r := op.Responses.Value(status)
+		if r == nil || r.Value == nil || len(r.Value.Content) == 0 {
+			continue
+		}
+		if r.Value.Content.Get("application/problem+json") == nil {
+			out = append(out, status)
+		}
+	}
+	return out
+}
+
+// fingerprintHeaders resolves the marker's fingerprint-headers against the declared header
+// parameters, and lists the declared headers and cookies left out.
+func (s *source) fingerprintHeaders(o *Operation, mk marker, params openapi3.Parameters, errs *spec.ErrorList) {
+	for _, h := range mk.fingerprintHeaders.v {
+		p := spec.FindParam(params, openapi3.ParameterInHeader, h.name)
+		switch {
+		case p == nil && spec.FindParam(params, openapi3.ParameterInCookie, h.name) != nil:
+			errs.Add(h.pos, "%s.fingerprint-headers: %s %s declares %s as a cookie (in: cookie), not a header: cookies are never part of the fingerprint", MarkerExt, o.Method, o.Path, h.name)
+		case p == nil:
+			errs.Add(h.pos, "%s.fingerprint-headers: %s %s declares no header parameter %s (only declared headers reach the handler)", MarkerExt, o.Method, o.Path, h.name)
+		case o.Key.Header != "" && strings.EqualFold(p.Name, o.Key.Header):
+			errs.Add(h.pos, "%s.fingerprint-headers: %s is the idempotency key, not a part of the request it identifies", MarkerExt, p.Name)
+		default:
+			o.FingerprintHeaders = append(o.FingerprintHeaders, p.Name)
+		}
+	}
+	for _, p := range params {
+		if p.Value == nil {
+			continue
+		}
+		name := p.Value.Name
+		switch p.Value.In {
+		case openapi3.ParameterInCookie:
+			o.Cookies = append(o.Cookies, name)
+		case openapi3.ParameterInHeader:
+			if !strings.EqualFold(name, o.Key.Header) && !slices.Contains(o.FingerprintHeaders, name) {
+				o.OtherHeaders = append(o.OtherHeaders, name)
+			}
+		}
+	}
+}
+
+// streamingResponse returns the first streaming content type among op's responses
+// (oapi-codegen's streaming set: text/event-stream, JSON lines), or "".
+func streamingResponse(op *openapi3.Operation) string {
+	if op.Responses == nil {
+		return ""
+	}
+	for _, code := range spec.SortedKeys(op.Responses.Map()) {
+		r := op.Responses.Value(code)
+		if r == nil || r.Value == nil {
+			continue
+		}
+		for _, ct := range spec.SortedKeys(r.Value.Content) {
+			switch spec.MediaType(ct) {
+			case "text/event-stream", "application/jsonl", "application/x-ndjson":
+				return ct
+			}
+		}
+	}
+	return ""
+}
+
+// retentionShort reports a retention shorter than the lease at the retention the spec
+// writes (the operation's, or x-idempotent-defaults'), naming the operation when its own
+// lease meets the defaults' retention; with the retention left at its default, at the
+// lease.
+func retentionShort(o *Operation, mk marker, errs *spec.ErrorList) {
+	const why = "a completed answer must be replayable for at least as long as a claim can block retries"
+	ext := func(own bool) string {
+		if own {
+			return MarkerExt
+		}
+		return DefaultsExt
+	}
+	if !mk.retention.set {
+		errs.Add(mk.lease.pos, "%s.lease: %s is longer than the retention (%s, the default): %s; set retention too",
+			ext(mk.ownLease), HumanDuration(o.Lease), HumanDuration(o.Retention), why)
+		return
+	}
+	lease := "the lease"
+	switch {
+	case mk.lease.set && mk.ownLease && !mk.ownRetention:
+		lease += " of " + o.Method + " " + o.Path
+	case mk.lease.set && !mk.ownLease && mk.ownRetention:
+		lease += " of " + DefaultsExt
+	}
+	errs.Add(mk.retention.pos, "%s.retention: %s is shorter than %s (%s): %s",
+		ext(mk.ownRetention), HumanDuration(o.Retention), lease, HumanDuration(o.Lease), why)
+}
