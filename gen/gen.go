@@ -168,16 +168,16 @@ func generate(opts Options) ([]File, error) {
 		opts.Warnf("%s: no operation is marked %s: the idempotent layer passes every operation through", opts.Spec, MarkerExt)
 	}
 	t := opts.target()
-	specCode, err := render.RenderSpec(t, s) // before the base step rewrites s.doc
+	specCode, err := render.Spec(t, s) // before the base step rewrites s.doc
 	if err != nil {
 		return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
 	}
-	b, err := base.GenerateBase(s.Doc, m, t, s.Src.ExternalRefs())
+	b, err := base.Generate(s.Doc, m, t, s.Src.ExternalRefs())
 	if err != nil {
 		return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
 	}
 	if opts.Base == BaseExternal {
-		if opts.Router, err = base.CheckExternalBase(opts.Dir, opts.Package, opts.Router, b.Ops, m.Ops, opts.Client, opts.ClientOnly); err != nil {
+		if opts.Router, err = base.CheckExternal(opts.Dir, opts.Package, opts.Router, b.Ops, m.Ops, opts.Client, opts.ClientOnly); err != nil {
 			return nil, err
 		}
 		t.Router = opts.Router
@@ -187,15 +187,15 @@ func generate(opts Options) ([]File, error) {
 	var client, layer []byte
 	var renderErr error
 	if opts.Client {
-		client, renderErr = render.RenderClient(t, m, b.Ops)
+		client, renderErr = render.Client(t, m, b.Ops)
 	}
 	if !opts.ClientOnly && renderErr == nil { // a client-only package has no server: no layer, no spec to validate with
-		layer, renderErr = render.Render(t, m, b.Ops)
+		layer, renderErr = render.Layer(t, m, b.Ops)
 	}
 	b.Ops = nil
 	var files []File
 	if opts.Base == BaseOapiCodegen {
-		code, err := base.FormatBase(&b, t)
+		code, err := base.Format(&b, t)
 		if err != nil {
 			return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
 		}
@@ -255,7 +255,7 @@ func (opts Options) target() base.Target {
 // option adds, and builds the model. All errors come back at once, sorted by position.
 func check(s *spec.Spec, opts Options) (*model.Model, error) {
 	var errs spec.ErrorList
-	m := model.CheckSpec(s, &errs)
+	m := model.Check(s, &errs)
 	if m == nil {
 		return nil, errs.Err()
 	}

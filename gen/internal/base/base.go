@@ -57,7 +57,7 @@ var codegenMu sync.Mutex
 
 // base is oapi-codegen's output for the rewritten document, and its operations (for the
 // names the idempotent layer uses).
-type base struct {
+type Output struct {
 	constraints []string // build constraint lines oapi-codegen put above its header
 	code        string   // unformatted Go source, oapi-codegen's header removed
 	Ops         []codegen.OperationDefinition
@@ -89,7 +89,7 @@ func baseConfig(pkg, router string, client, clientOnly bool) codegen.Configurati
 
 // generateBase rewrites doc for the base (prepareBase) and runs oapi-codegen on it, once.
 // A panic inside oapi-codegen becomes an error.
-func GenerateBase(doc *openapi3.T, m *model.Model, opts Target, internalize bool) (b base, err error) {
+func Generate(doc *openapi3.T, m *model.Model, opts Target, internalize bool) (b Output, err error) {
 	codegenMu.Lock()
 	defer codegenMu.Unlock()
 	defer func() {
@@ -128,7 +128,7 @@ func GenerateBase(doc *openapi3.T, m *model.Model, opts Target, internalize bool
 // one parse, one print. It takes b.code, the largest text of the run, and leaves b
 // without it: the parser reads the string in place (readOnly) and nothing holds it once
 // its tree is built, so that the source, its tree and the output are never all alive.
-func FormatBase(b *base, opts Target) ([]byte, error) {
+func Format(b *Output, opts Target) ([]byte, error) {
 	code, size := b.code, len(b.code)
 	b.code = ""
 	fset := token.NewFileSet()

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/idemgen/idemgen/gen/internal/marker"
 	"github.com/idemgen/idemgen/gen/internal/model"
 	"github.com/idemgen/idemgen/gen/internal/spec"
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
@@ -22,7 +23,7 @@ import (
 // (see externalRouter; router is Options.Router). With client it must declare
 // oapi-codegen's client too (ClientWithResponses, each operation's response type); with
 // clientOnly it needs no server.
-func CheckExternalBase(dir, pkg, router string, ops []codegen.OperationDefinition, marked []*model.Operation, client, clientOnly bool) (string, error) {
+func CheckExternal(dir, pkg, router string, ops []codegen.OperationDefinition, marked []*model.Operation, client, clientOnly bool) (string, error) {
 	what := "models, a server, strict-server"
 	switch {
 	case clientOnly:
@@ -167,7 +168,7 @@ func lostBodyJSON(ops []codegen.OperationDefinition, marked []*model.Operation, 
 			}
 			if under, ok := ts.Type.(*ast.Ident); ok && jsonMethods[under.Name] {
 				errs.Add(o.Pos, "%s: %s %s: with -base=%s, the package's %s is a defined type of %s without its MarshalJSON/UnmarshalJSON (oapi-codegen's issue 2498: an inline oneOf/anyOf %s body, or one with additionalProperties), so the request body would decode empty and the fingerprint would not see it; move the body's schema into components/schemas and refer to it with $ref, or use -base=%s",
-					model.MarkerExt, o.Method, o.Path, BaseExternal, name, under.Name, b.ContentType, BaseOapiCodegen)
+					marker.MarkerExt, o.Method, o.Path, BaseExternal, name, under.Name, b.ContentType, BaseOapiCodegen)
 			}
 		}
 	}

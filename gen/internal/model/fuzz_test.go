@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/idemgen/idemgen/gen/internal/marker"
 	"github.com/idemgen/idemgen/gen/internal/spec"
 )
 
@@ -115,25 +116,25 @@ func checkMarkersLocated(t *testing.T, doc []byte, load bool) {
 		located(es[0], false) // YAML syntax errors carry a line when the YAML parser gives one
 		return
 	}
-	src := &source{parsed}
+	src := &source{&marker.Source{Source: parsed}}
 	var errs spec.ErrorList
 	src.CheckTree(&errs)
-	_, ops := src.readMarkers(&errs)
+	_, ops := src.ReadMarkers(&errs)
 	for _, e := range errs {
 		located(e, true)
-		if !strings.Contains(e.Msg, MarkerExt) && !strings.HasPrefix(e.Msg, "$ref") && !strings.HasPrefix(e.Msg, "duplicate key") {
+		if !strings.Contains(e.Msg, marker.MarkerExt) && !strings.HasPrefix(e.Msg, "$ref") && !strings.HasPrefix(e.Msg, "duplicate key") {
 			t.Fatalf("error does not name the marker, the $ref or the duplicate key: %q", e.Msg)
 		}
 	}
 	for _, o := range ops {
-		if o.m.pos.Line < 1 {
-			t.Fatalf("marker of %s %s has no position", o.method, o.path)
+		if o.Marker.Pos.Line < 1 {
+			t.Fatalf("marker of %s %s has no position", o.Method, o.Path)
 		}
-		if o.m.lease.set && o.m.lease.v <= 0 || o.m.timeout.set && o.m.timeout.v <= 0 || o.m.retention.set && o.m.retention.v <= 0 {
-			t.Fatalf("a non-positive duration was accepted: %+v", o.m)
+		if o.Marker.Lease.Set && o.Marker.Lease.V <= 0 || o.Marker.Timeout.Set && o.Marker.Timeout.V <= 0 || o.Marker.Retention.Set && o.Marker.Retention.V <= 0 {
+			t.Fatalf("a non-positive duration was accepted: %+v", o.Marker)
 		}
-		if o.m.header.set && o.m.body.set {
-			t.Fatalf("header and body both accepted: %+v", o.m)
+		if o.Marker.Header.Set && o.Marker.Body.Set {
+			t.Fatalf("header and body both accepted: %+v", o.Marker)
 		}
 	}
 	if !load || len(ops) == 0 {
@@ -149,7 +150,7 @@ func checkMarkersLocated(t *testing.T, doc []byte, load bool) {
 	built := src.buildModel(d, ops, &errs)
 	for _, e := range errs[n0:] {
 		located(e, true)
-		if !strings.Contains(e.Msg, MarkerExt) {
+		if !strings.Contains(e.Msg, marker.MarkerExt) {
 			t.Fatalf("error does not name the marker: %q", e.Msg)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"go.yaml.in/yaml/v4"
 
+	"github.com/idemgen/idemgen/gen/internal/marker"
 	"github.com/idemgen/idemgen/gen/internal/spec"
 	"github.com/idemgen/idemgen/internal/ecmaregexp"
 )
@@ -14,12 +15,12 @@ import (
 // headerKey resolves the key of a marker (or defaults) that names its header: the
 // operation's declared header parameter of that name (any case) when there is one, else
 // a header idemgen adds, optional.
-func (s *source) headerKey(o *Operation, mk marker, params openapi3.Parameters, w *warnings, errs *spec.ErrorList) {
+func (s *source) headerKey(o *Operation, mk marker.Marker, params openapi3.Parameters, w *warnings, errs *spec.ErrorList) {
 	n0 := len(*errs)
-	o.Key.Header = mk.header.v
+	o.Key.Header = mk.Header.V
 	var decls []*openapi3.Parameter
 	for _, p := range params {
-		if p.Value != nil && p.Value.In == openapi3.ParameterInHeader && strings.EqualFold(p.Value.Name, mk.header.v) {
+		if p.Value != nil && p.Value.In == openapi3.ParameterInHeader && strings.EqualFold(p.Value.Name, mk.Header.V) {
 			decls = append(decls, p.Value)
 		}
 	}
@@ -27,9 +28,9 @@ func (s *source) headerKey(o *Operation, mk marker, params openapi3.Parameters, 
 	case 0:
 		// idemgen adds it, optional
 	case 1:
-		s.declaredHeaderKey(o, mk, decls[0], mk.header.pos, errs)
+		s.declaredHeaderKey(o, mk, decls[0], mk.Header.Pos, errs)
 	default:
-		s.declaredHeaderKey(o, mk, s.mergeCaseDuplicates(o, mk, decls, w), mk.header.pos, errs)
+		s.declaredHeaderKey(o, mk, s.mergeCaseDuplicates(o, mk, decls, w), mk.Header.Pos, errs)
 	}
 	if q := keyQueryParams(params); len(q) > 0 && len(*errs) == n0 {
 		s.queryKeyIgnored(o, mk, q, w)
@@ -38,17 +39,17 @@ func (s *source) headerKey(o *Operation, mk marker, params openapi3.Parameters, 
 
 // declaredHeaderKey makes the declared header parameter decl the key: its spelling, its
 // required-ness and its string schema's constraints. at locates errors about it.
-func (s *source) declaredHeaderKey(o *Operation, mk marker, decl *openapi3.Parameter, at spec.Pos, errs *spec.ErrorList) {
+func (s *source) declaredHeaderKey(o *Operation, mk marker.Marker, decl *openapi3.Parameter, at spec.Pos, errs *spec.ErrorList) {
 	o.Key.Header, o.Key.Declared = decl.Name, true
 	if decl.Required {
-		if mk.required.set && !mk.required.v {
-			errs.Add(mk.required.pos, "%s.required: false, but the spec declares header %s as required: true", MarkerExt, decl.Name)
+		if mk.Required.Set && !mk.Required.V {
+			errs.Add(mk.Required.Pos, "%s.required: false, but the spec declares header %s as required: true", marker.MarkerExt, decl.Name)
 			return
 		}
 		o.Required = true
 	}
 	if decl.Schema == nil || decl.Schema.Value == nil || !isString(decl.Schema.Value) {
-		errs.Add(at, "%s.header: the declared header parameter %q must have a string schema to carry the key (it has %s)", MarkerExt, decl.Name, typeName(schemaOf(decl.Schema)))
+		errs.Add(at, "%s.header: the declared header parameter %q must have a string schema to carry the key (it has %s)", marker.MarkerExt, decl.Name, typeName(schemaOf(decl.Schema)))
 		return
 	}
 	if p := decl.Schema.Value.Pattern; p != "" {
@@ -107,7 +108,7 @@ func isKeyName(name string) bool { return normalizeName(name) == "idempotencykey
 // a form (application/x-www-form-urlencoded) body; with both, the property must be in
 // each, and the key is read from the one the request sends. at locates errors.
 // name prefixes messages: x-idempotent.body, or x-idempotent for a key found by its name.
-func (s *source) bodyKey(o *Operation, mk marker, op *openapi3.Operation, ptr string, at spec.Pos, name string, errs *spec.ErrorList) {
+func (s *source) bodyKey(o *Operation, mk marker.Marker, op *openapi3.Operation, ptr string, at spec.Pos, name string, errs *spec.ErrorList) {
 	o.Key.Body = ptr
 	bodies := keyBodies(op)
 	if len(bodies) == 0 {
@@ -136,8 +137,8 @@ func (s *source) bodyKey(o *Operation, mk marker, op *openapi3.Operation, ptr st
 		required = required && req
 	}
 	if required {
-		if mk.required.set && !mk.required.v {
-			errs.Add(mk.required.pos, "%s.required: false, but the request body schema requires %s", MarkerExt, ptr)
+		if mk.Required.Set && !mk.Required.V {
+			errs.Add(mk.Required.Pos, "%s.required: false, but the request body schema requires %s", marker.MarkerExt, ptr)
 			return
 		}
 		o.Required = true
@@ -178,7 +179,7 @@ func (s *source) readKeySchema(sch *openapi3.Schema, at spec.Pos, errs *spec.Err
 	}
 	if ks.Pattern != "" {
 		if _, err := ecmaregexp.Compile(ks.Pattern); err != nil {
-			errs.Add(at, "%s: the key's pattern %q is not an ECMA-262 regular expression: %v", MarkerExt, ks.Pattern, err)
+			errs.Add(at, "%s: the key's pattern %q is not an ECMA-262 regular expression: %v", marker.MarkerExt, ks.Pattern, err)
 		}
 	}
 	return ks

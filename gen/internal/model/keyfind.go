@@ -7,6 +7,7 @@ import (
 
 	"github.com/getkin/kin-openapi/openapi3"
 
+	"github.com/idemgen/idemgen/gen/internal/marker"
 	"github.com/idemgen/idemgen/gen/internal/spec"
 	"github.com/idemgen/idemgen/idem"
 )
@@ -52,7 +53,7 @@ func specKeyConvention(doc *openapi3.T) keyConvention {
 // header or body property the spec declares named like an idempotency key (several are
 // an error asking for header: or body:); else a header idemgen adds, named by the
 // spec's convention (else Idempotency-Key), optional.
-func (s *source) declaredKey(o *Operation, mk marker, op *openapi3.Operation, params openapi3.Parameters, conv keyConvention, w *warnings, errs *spec.ErrorList) {
+func (s *source) declaredKey(o *Operation, mk marker.Marker, op *openapi3.Operation, params openapi3.Parameters, conv keyConvention, w *warnings, errs *spec.ErrorList) {
 	headers := keyHeaderGroups(params)
 	props := bodyKeyCandidates(op)
 	queries := keyQueryParams(params)
@@ -69,25 +70,25 @@ func (s *source) declaredKey(o *Operation, mk marker, op *openapi3.Operation, pa
 		for _, g := range headers {
 			names = append(names, g[0].Name)
 		}
-		errs.Add(mk.pos, "%s: %s %s declares several headers that could carry the idempotency key (%s): name the one with %s: {header: NAME}",
-			MarkerExt, o.Method, o.Path, strings.Join(names, ", "), MarkerExt)
+		errs.Add(mk.Pos, "%s: %s %s declares several headers that could carry the idempotency key (%s): name the one with %s: {header: NAME}",
+			marker.MarkerExt, o.Method, o.Path, strings.Join(names, ", "), marker.MarkerExt)
 		return
 	case len(places) > 1:
-		errs.Add(mk.pos, "%s: %s %s declares several places that could carry the idempotency key (%s): name the one with %s: {header: NAME} or {body: /POINTER}",
-			MarkerExt, o.Method, o.Path, strings.Join(places, ", "), MarkerExt)
+		errs.Add(mk.Pos, "%s: %s %s declares several places that could carry the idempotency key (%s): name the one with %s: {header: NAME} or {body: /POINTER}",
+			marker.MarkerExt, o.Method, o.Path, strings.Join(places, ", "), marker.MarkerExt)
 		return
 	case len(headers) == 1:
 		decl := headers[0][0]
 		if len(headers[0]) > 1 {
 			decl = s.mergeCaseDuplicates(o, mk, headers[0], w)
 		}
-		s.declaredHeaderKey(o, mk, decl, mk.pos, errs)
+		s.declaredHeaderKey(o, mk, decl, mk.Pos, errs)
 	case len(props) == 1:
-		s.bodyKey(o, mk, op, props[0], mk.pos, MarkerExt+" (the body's "+props[0]+" is named like an idempotency key)", errs)
+		s.bodyKey(o, mk, op, props[0], mk.Pos, marker.MarkerExt+" (the body's "+props[0]+" is named like an idempotency key)", errs)
 		o.Notes = append(o.Notes, fmt.Sprintf("the key is the request body's %s, as the spec declares it (named like an idempotency key)", props[0]))
 	case len(queries) > 0:
-		errs.Add(mk.pos, "%s: %s %s declares the idempotency key as a query parameter (%s): idemgen reads a key from a header or the body; declare it as a header too and name it with %s: {header: NAME}, or mark the operation with %s: false",
-			MarkerExt, o.Method, o.Path, queries[0], MarkerExt, MarkerExt)
+		errs.Add(mk.Pos, "%s: %s %s declares the idempotency key as a query parameter (%s): idemgen reads a key from a header or the body; declare it as a header too and name it with %s: {header: NAME}, or mark the operation with %s: false",
+			marker.MarkerExt, o.Method, o.Path, queries[0], marker.MarkerExt, marker.MarkerExt)
 		return
 	default:
 		o.Key.Header = idem.DefaultKeyHeader
@@ -96,13 +97,13 @@ func (s *source) declaredKey(o *Operation, mk marker, op *openapi3.Operation, pa
 			note := fmt.Sprintf("the added header is named %s, as %d operation(s) of the spec name their key header", conv.Header, conv.Count)
 			o.Notes = append(o.Notes, note)
 			if conv.Header != idem.DefaultKeyHeader {
-				w.add(mk.pos, "%s: %s %s declares no idempotency key: %s", MarkerExt, o.Method, o.Path, note)
+				w.add(mk.Pos, "%s: %s %s declares no idempotency key: %s", marker.MarkerExt, o.Method, o.Path, note)
 			}
 		}
 		for _, hint := range bodyKeyHints(op) {
-			note := fmt.Sprintf("the request body's %s %s: if it is the key, mark the operation with %s: {body: %s}", hint.ptr, hint.why, MarkerExt, hint.ptr)
+			note := fmt.Sprintf("the request body's %s %s: if it is the key, mark the operation with %s: {body: %s}", hint.ptr, hint.why, marker.MarkerExt, hint.ptr)
 			o.Notes = append(o.Notes, note)
-			w.add(mk.pos, "%s: %s %s: the key is the added header %s; %s", MarkerExt, o.Method, o.Path, o.Key.Header, note)
+			w.add(mk.Pos, "%s: %s %s: the key is the added header %s; %s", marker.MarkerExt, o.Method, o.Path, o.Key.Header, note)
 		}
 	}
 	if len(queries) > 0 && o.Key.Header != "" || len(queries) > 0 && o.Key.Body != "" {
@@ -113,19 +114,19 @@ func (s *source) declaredKey(o *Operation, mk marker, op *openapi3.Operation, pa
 // queryKeyIgnored notes a query parameter named like the key beside a header or body key:
 // the key is read from one place; the query parameter stays an ordinary one (and part of
 // the fingerprint).
-func (s *source) queryKeyIgnored(o *Operation, mk marker, queries []string, w *warnings) {
+func (s *source) queryKeyIgnored(o *Operation, mk marker.Marker, queries []string, w *warnings) {
 	src := "header " + o.Key.Header
 	if o.Key.Body != "" {
 		src = "body " + o.Key.Body
 	}
 	note := fmt.Sprintf("the query parameter %s is not read as the key (the key is %s); it is an ordinary query parameter, part of the fingerprint", strings.Join(queries, ", "), src)
 	o.Notes = append(o.Notes, note)
-	w.add(mk.pos, "%s: %s %s: %s", MarkerExt, o.Method, o.Path, note)
+	w.add(mk.Pos, "%s: %s %s: %s", marker.MarkerExt, o.Method, o.Path, note)
 }
 
 // otherKeys notes the places named like an idempotency key that the spec declares
 // besides the one the marker (or the defaults) names: they are not read as the key.
-func otherKeys(o *Operation, mk marker, op *openapi3.Operation, params openapi3.Parameters, w *warnings) {
+func otherKeys(o *Operation, mk marker.Marker, op *openapi3.Operation, params openapi3.Parameters, w *warnings) {
 	var others []string
 	for _, g := range keyHeaderGroups(params) {
 		if !strings.EqualFold(g[0].Name, o.Key.Header) {
@@ -146,7 +147,7 @@ func otherKeys(o *Operation, mk marker, op *openapi3.Operation, params openapi3.
 	}
 	note := fmt.Sprintf("the spec also declares %s, named like an idempotency key, which is not read as the key (the key is %s, as %s: names it)", strings.Join(others, ", "), src, field)
 	o.Notes = append(o.Notes, note)
-	w.add(mk.pos, "%s: %s %s: %s", MarkerExt, o.Method, o.Path, note)
+	w.add(mk.Pos, "%s: %s %s: %s", marker.MarkerExt, o.Method, o.Path, note)
 }
 
 // keyHeaderGroups returns the declared header parameters named like an idempotency key
@@ -170,7 +171,7 @@ func keyHeaderGroups(params openapi3.Parameters) [][]*openapi3.Parameter {
 // different cases: the stricter one (required beats optional; then the one with more
 // constraints), its schema completed by the others' constraints where they are stricter
 // (the larger minLength, the smaller maxLength, a pattern or format it lacks).
-func (s *source) mergeCaseDuplicates(o *Operation, mk marker, decls []*openapi3.Parameter, w *warnings) *openapi3.Parameter {
+func (s *source) mergeCaseDuplicates(o *Operation, mk marker.Marker, decls []*openapi3.Parameter, w *warnings) *openapi3.Parameter {
 	win := decls[0]
 	for _, d := range decls[1:] {
 		if stricter(d, win) {
@@ -217,7 +218,7 @@ func (s *source) mergeCaseDuplicates(o *Operation, mk marker, decls []*openapi3.
 	note := fmt.Sprintf("the spec declares the key header %d times, differing only in case (%s): one header, %s, with the stricter of each rule: %s",
 		len(decls), strings.Join(names, ", "), win.Name, strings.Join(rules, ", "))
 	o.Notes = append(o.Notes, note)
-	w.add(mk.pos, "%s: %s %s: %s", MarkerExt, o.Method, o.Path, note)
+	w.add(mk.Pos, "%s: %s %s: %s", marker.MarkerExt, o.Method, o.Path, note)
 	return &merged
 }
 
@@ -371,10 +372,10 @@ func (w *warnings) add(at spec.Pos, format string, args ...any) {
 // (idempotent by definition), and unmarked operations that change state. Their key
 // reaches the handler as an ordinary parameter or field. An operation marked
 // x-idempotent: false was opted out on purpose, and is left alone.
-func (s *source) unprotectedKeys(doc *openapi3.T, marked []opMarker, w *warnings) {
+func (s *source) unprotectedKeys(doc *openapi3.T, marked []marker.OpMarker, w *warnings) {
 	isMarked := map[string]bool{}
 	for _, om := range marked {
-		isMarked[strings.ToUpper(om.method)+" "+om.path] = true
+		isMarked[strings.ToUpper(om.Method)+" "+om.Path] = true
 	}
 	var safe, unmarked []string
 	var safeAt, unmarkedAt spec.Pos
@@ -383,11 +384,11 @@ func (s *source) unprotectedKeys(doc *openapi3.T, marked []opMarker, w *warnings
 		for _, method := range []string{"get", "head", "options", "trace", "post", "put", "patch", "delete"} {
 			op := item.Operations()[strings.ToUpper(method)]
 			name := strings.ToUpper(method) + " " + path
-			if op == nil || isMarked[name] || op.Extensions[MarkerExt] == false {
+			if op == nil || isMarked[name] || op.Extensions[marker.MarkerExt] == false {
 				continue
 			}
 			declares := len(keyHeaderCandidates(spec.OperationParams(item, op))) > 0
-			isSafe := !slices.Contains(markableMethods, method)
+			isSafe := !slices.Contains(marker.MarkableMethods, method)
 			if !isSafe && !declares {
 				declares = len(bodyKeyCandidates(op)) > 0
 			}
@@ -412,7 +413,7 @@ func (s *source) unprotectedKeys(doc *openapi3.T, marked []opMarker, w *warnings
 		w.add(safeAt, "%d safe operation(s) declare an idempotency key header (%s): idemgen does not mark safe methods (idempotent by definition), so no protocol reads their key; it reaches the handler as an ordinary header parameter", len(safe), listSome(safe))
 	}
 	if len(unmarked) > 0 {
-		w.add(unmarkedAt, "%d unmarked operation(s) declare an idempotency key (%s): they run without the protocol, and their key reaches the handler as an ordinary parameter or field; mark them (%s, or %s.methods), or opt them out with %s: false", len(unmarked), listSome(unmarked), MarkerExt, DefaultsExt, MarkerExt)
+		w.add(unmarkedAt, "%d unmarked operation(s) declare an idempotency key (%s): they run without the protocol, and their key reaches the handler as an ordinary parameter or field; mark them (%s, or %s.methods), or opt them out with %s: false", len(unmarked), listSome(unmarked), marker.MarkerExt, marker.DefaultsExt, marker.MarkerExt)
 	}
 }
 

@@ -50,7 +50,7 @@ type clientParam struct {
 }
 
 // renderClient renders ClientFile for the marked operations.
-func RenderClient(opts base.Target, m *model.Model, defs []codegen.OperationDefinition) ([]byte, error) {
+func Client(opts base.Target, m *model.Model, defs []codegen.OperationDefinition) ([]byte, error) {
 	l := &clientLayer{Version: opts.Version, Package: opts.Package, Spec: baseName(opts.Spec)}
 	byRoute := map[string]*model.Operation{}
 	for _, o := range m.Ops {

@@ -10,6 +10,7 @@ import (
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 
 	"github.com/idemgen/idemgen/gen/internal/base"
+	"github.com/idemgen/idemgen/gen/internal/marker"
 	"github.com/idemgen/idemgen/gen/internal/model"
 	"github.com/idemgen/idemgen/gen/internal/spec"
 	"github.com/idemgen/idemgen/templates"
@@ -83,7 +84,7 @@ var tmpl = template.Must(template.New("").Funcs(template.FuncMap{
 }).ParseFS(templates.FS, "*.tmpl"))
 
 // render builds the layer from the model and oapi-codegen's operations, and renders it.
-func Render(opts base.Target, m *model.Model, ops []codegen.OperationDefinition) ([]byte, error) {
+func Layer(opts base.Target, m *model.Model, ops []codegen.OperationDefinition) ([]byte, error) {
 	l, err := buildLayer(opts, m, ops)
 	if err != nil {
 		return nil, err
@@ -131,7 +132,7 @@ func buildLayer(opts base.Target, m *model.Model, defs []codegen.OperationDefini
 	}
 	for _, o := range m.Ops {
 		if !seen[o] {
-			errs.Add(o.Pos, "%s: internal error: oapi-codegen generated no handler for %s %s", model.MarkerExt, o.Method, o.Path)
+			errs.Add(o.Pos, "%s: internal error: oapi-codegen generated no handler for %s %s", marker.MarkerExt, o.Method, o.Path)
 		}
 	}
 	if err := errs.Err(); err != nil {
@@ -141,17 +142,17 @@ func buildLayer(opts base.Target, m *model.Model, defs []codegen.OperationDefini
 }
 
 func buildPolicy(def *codegen.OperationDefinition, o *model.Operation, errs *spec.ErrorList) *policy {
-	p := &policy{Var: lowerFirst(def.OperationId) + "Policy", Op: o, Redis: o.Store == model.StoreRedis, Store: "store"}
+	p := &policy{Var: lowerFirst(def.OperationId) + "Policy", Op: o, Redis: o.Store == marker.StoreRedis, Store: "store"}
 	if p.Redis {
 		p.Store = "redis"
 	}
 	if o.Isolation != "" {
-		p.Isolation = model.IsolationLevels[o.Isolation]
+		p.Isolation = marker.IsolationLevels[o.Isolation]
 	}
 	if o.Key.Header != "" {
 		param := findParamDef(def.HeaderParams, o.Key.Header)
 		if param == nil {
-			errs.Add(o.Pos, "%s: internal error: header %s is not among the parameters oapi-codegen generated", model.MarkerExt, o.Key.Header)
+			errs.Add(o.Pos, "%s: internal error: header %s is not among the parameters oapi-codegen generated", marker.MarkerExt, o.Key.Header)
 			return p
 		}
 		p.Key = keyField{Field: param.GoName(), Pointer: param.HasOptionalPointer(), Stringer: param.Schema.TypeDecl() != "string"}
@@ -171,7 +172,7 @@ func buildPolicy(def *codegen.OperationDefinition, o *model.Operation, errs *spe
 	}
 	p.bodies(def)
 	if p.Key.Body != "" && len(p.Key.BodyFields) == 0 {
-		errs.Add(o.Pos, "%s.body: %s %s has no JSON or form request body to read the key from", model.MarkerExt, o.Method, o.Path)
+		errs.Add(o.Pos, "%s.body: %s %s has no JSON or form request body to read the key from", marker.MarkerExt, o.Method, o.Path)
 	}
 	p.Comment = policyComment(p.Var, o)
 	return p
@@ -230,27 +231,27 @@ func policyComment(v string, o *model.Operation) []string {
 	}
 	timeout, iso := "no timeout", "database default isolation"
 	if o.Timeout > 0 {
-		timeout = "timeout " + model.HumanDuration(o.Timeout)
+		timeout = "timeout " + marker.HumanDuration(o.Timeout)
 	}
 	if o.Isolation != "" {
 		iso = o.Isolation + " isolation"
 	}
-	if o.Store == model.StoreRedis {
+	if o.Store == marker.StoreRedis {
 		iso = "no transaction (store: redis)"
 	}
 	if o.Wait > 0 {
-		iso += ", duplicates wait up to " + model.HumanDuration(o.Wait) + " for the owner's answer"
+		iso += ", duplicates wait up to " + marker.HumanDuration(o.Wait) + " for the owner's answer"
 	}
 	how := ""
 	if o.ByMethod {
-		how = ", marked by " + model.DefaultsExt + ".methods"
+		how = ", marked by " + marker.DefaultsExt + ".methods"
 	}
 	lines := []string{
 		fmt.Sprintf("%s is the idempotency policy of %s (%s %s%s):", v, o.Name, o.Method, o.Path, how),
 		fmt.Sprintf("key from %s, %s%s;", src, req, keyConstraints(o.Key.Schema)),
-		fmt.Sprintf("lease %s, retention %s, %s, %s.", model.HumanDuration(o.Lease), model.HumanDuration(o.Retention), timeout, iso),
+		fmt.Sprintf("lease %s, retention %s, %s, %s.", marker.HumanDuration(o.Lease), marker.HumanDuration(o.Retention), timeout, iso),
 	}
-	if o.Store == model.StoreRedis {
+	if o.Store == marker.StoreRedis {
 		lines = append(lines, redisWarning...)
 	}
 	if len(o.FingerprintHeaders) > 0 {

@@ -28,11 +28,11 @@ type specLayer struct {
 // $refs to other files is loaded afresh, its references inlined (kin-openapi's
 // InternalizeRefs, as the base does) and embedded as JSON, so the package needs no file
 // at run time.
-func RenderSpec(opts base.Target, s *spec.Spec) ([]byte, error) {
+func Spec(opts base.Target, s *spec.Spec) ([]byte, error) {
 	l := specLayer{Version: opts.Version, Package: opts.Package, Spec: baseName(opts.Spec)}
 	text := s.Data
 	// A JSON file whose content $refs were resolved is embedded as the YAML of its tree.
-	l.JSON = s.Src.Json && json.Valid(text)
+	l.JSON = s.Src.JSON && json.Valid(text)
 	if s.Src.ExternalRefs() {
 		doc, err := spec.LoadDoc(opts.Spec, s.Data)
 		if err != nil {

@@ -80,7 +80,7 @@ func (s *Source) CheckPathTemplates(errs *ErrorList) {
 		common := s.pathParams(item)
 		for j := 0; j+1 < len(item.Content); j += 2 {
 			method := strings.ToLower(item.Content[j].Value)
-			if !HttpMethods[method] {
+			if !HTTPMethods[method] {
 				continue
 			}
 			declared := append(s.pathParams(Deref(item.Content[j+1])), common...)

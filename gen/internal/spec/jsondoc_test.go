@@ -65,7 +65,7 @@ func TestJSONDocAsLoader(t *testing.T) {
 			continue // the loader reads it with encoding/json: TestJSONDocEscapes
 		}
 		src, err := ParseSource(name, data)
-		if err != nil || !src.Json || externalRefText(data) {
+		if err != nil || !src.JSON || externalRefText(data) {
 			continue // not a JSON document idemgen decodes itself
 		}
 		decoded++

@@ -21,7 +21,7 @@ import (
 type Source struct {
 	file string // as given on the command line, for messages
 	Root *yaml.Node
-	Json bool // the file is JSON
+	JSON bool // the file is JSON
 }
 
 // parseSource parses data (YAML or JSON) into a node tree. A syntax error is a located
@@ -48,7 +48,7 @@ func ParseSource(file string, data []byte) (*Source, error) {
 	if root.Kind != yaml.MappingNode {
 		return nil, &Error{Pos: Pos{File: file, Line: root.Line, Col: root.Column}, Msg: "the spec is not a mapping (an OpenAPI document is an object)"}
 	}
-	return &Source{file: file, Root: root, Json: root.Style&yaml.FlowStyle != 0}, nil
+	return &Source{file: file, Root: root, JSON: root.Style&yaml.FlowStyle != 0}, nil
 }
 
 // jsonTree builds the node tree of a JSON document from encoding/json's tokens, with

@@ -123,7 +123,7 @@ func ForEachSchema(doc *openapi3.T, f func(*openapi3.Schema)) {
 	})
 }
 
-var HttpMethods = map[string]bool{
+var HTTPMethods = map[string]bool{
 	"get": true, "put": true, "post": true, "delete": true,
 	"options": true, "head": true, "patch": true, "trace": true,
 }

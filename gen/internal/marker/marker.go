@@ -1,4 +1,4 @@
-package model
+package marker
 
 import (
 	"fmt"
@@ -12,11 +12,11 @@ import (
 	"github.com/idemgen/idemgen/internal/cliflag"
 )
 
-// Extension names read from the spec.
-// source is the spec file's node tree and positions (spec.Source), with the checks of
-// the markers, and of each marker against the operation it marks, as its methods.
-type source struct{ *spec.Source }
+// Source is the spec file's node tree and positions (spec.Source), with the marker
+// reader and the checks of the extensions' names as its methods.
+type Source struct{ *spec.Source }
 
+// Extension names read from the spec.
 const (
 	// MarkerExt marks an operation idempotent.
 	MarkerExt = "x-idempotent"
@@ -32,104 +32,106 @@ var IsolationLevels = map[string]string{
 	"read uncommitted": "pgx.ReadUncommitted",
 }
 
-// marker is one x-idempotent object (or the document defaults) as written: each field
+// Marker is one x-idempotent object (or the document defaults) as written: each field
 // with whether it was set and where.
-type marker struct {
-	header, body              field[string]
-	required                  field[bool]
-	lease, retention, timeout field[time.Duration]
-	wait                      field[time.Duration]
-	isolation                 field[string]
-	store                     field[string] // "postgres" or "redis"
-	fingerprintHeaders        field[[]named]
-	methods                   field[[]string] // x-idempotent-defaults only: mark every operation of these methods
-	pos                       spec.Pos        // of the marker's key, or of the operation's method when marked by methods
-	byMethod                  bool            // marked by x-idempotent-defaults.methods, not by its own marker
-	ownIsolation              bool            // the isolation is the operation's own, not a document default
-	ownLease, ownRetention    bool            // the lease, the retention is the operation's own, not a document default
-	failed                    bool            // some field is in error (reported)
+type Marker struct {
+	Header, Body              Field[string]
+	Required                  Field[bool]
+	Lease, Retention, Timeout Field[time.Duration]
+	Wait                      Field[time.Duration]
+	Isolation                 Field[string]
+	Store                     Field[string] // "postgres" or "redis"
+	FingerprintHeaders        Field[[]Named]
+	methods                   Field[[]string] // x-idempotent-defaults only: mark every operation of these methods
+	Pos                       spec.Pos        // of the marker's key, or of the operation's method when marked by methods
+	ByMethod                  bool            // marked by x-idempotent-defaults.methods, not by its own marker
+	OwnIsolation              bool            // the isolation is the operation's own, not a document default
+	OwnLease, OwnRetention    bool            // the lease, the retention is the operation's own, not a document default
+	Failed                    bool            // some field is in error (reported)
 }
 
-type field[T any] struct {
-	v   T
-	set bool
-	bad bool     // given but in error (reported): the checks that need its value are left out
-	pos spec.Pos // of the value
+// Field is one field of a marker as written: its value, whether the marker (or the
+// defaults) set it, whether it was given in error, and where its value is.
+type Field[T any] struct {
+	V   T // the value, when Set
+	Set bool
+	Bad bool     // given but in error (reported): the checks that need its value are left out
+	Pos spec.Pos // of the value
 }
 
-func (f *field[T]) put(v T, p spec.Pos) { f.v, f.set, f.pos = v, true, p }
+func (f *Field[T]) put(v T, p spec.Pos) { f.V, f.Set, f.Pos = v, true, p }
 
-// named is a name a marker lists (a fingerprint header), as the spec writes it, with its
+// Named is a name a marker lists (a fingerprint header), as the spec writes it, with its
 // own position: an error about one item of a list points at that item.
-type named struct {
-	name string
-	pos  spec.Pos
+type Named struct {
+	Name string
+	Pos  spec.Pos
 }
 
 // given reports whether the marker writes the field, well or badly: a default does not
 // replace a field given in error.
-func (f field[T]) given() bool { return f.set || f.bad }
+func (f Field[T]) given() bool { return f.Set || f.Bad }
 
 // over returns m with the fields d sets and m does not.
-func (m marker) over(d marker) marker {
-	if !m.header.given() && !m.body.given() {
-		m.header, m.body = d.header, d.body
+func (m Marker) over(d Marker) Marker {
+	if !m.Header.given() && !m.Body.given() {
+		m.Header, m.Body = d.Header, d.Body
 	}
-	if !m.required.given() {
-		m.required = d.required
+	if !m.Required.given() {
+		m.Required = d.Required
 	}
-	m.ownLease, m.ownRetention = m.lease.given(), m.retention.given()
-	if !m.lease.given() {
-		m.lease = d.lease
+	m.OwnLease, m.OwnRetention = m.Lease.given(), m.Retention.given()
+	if !m.Lease.given() {
+		m.Lease = d.Lease
 	}
-	if !m.retention.given() {
-		m.retention = d.retention
+	if !m.Retention.given() {
+		m.Retention = d.Retention
 	}
-	if !m.timeout.given() {
-		m.timeout = d.timeout
+	if !m.Timeout.given() {
+		m.Timeout = d.Timeout
 	}
-	if !m.wait.given() {
-		m.wait = d.wait
+	if !m.Wait.given() {
+		m.Wait = d.Wait
 	}
-	m.ownIsolation = m.isolation.given()
-	if !m.isolation.given() {
-		m.isolation = d.isolation
+	m.OwnIsolation = m.Isolation.given()
+	if !m.Isolation.given() {
+		m.Isolation = d.Isolation
 	}
-	if !m.store.given() {
-		m.store = d.store
+	if !m.Store.given() {
+		m.Store = d.Store
 	}
-	if !m.fingerprintHeaders.given() {
-		m.fingerprintHeaders = d.fingerprintHeaders
+	if !m.FingerprintHeaders.given() {
+		m.FingerprintHeaders = d.FingerprintHeaders
 	}
 	return m
 }
 
 // fail marks the field named name (as the spec spells it) as given in error.
-func (m *marker) fail(name string) {
-	m.failed = true
+func (m *Marker) fail(name string) {
+	m.Failed = true
 	switch name {
 	case "header":
-		m.header.bad = true
+		m.Header.Bad = true
 	case "body":
-		m.body.bad = true
+		m.Body.Bad = true
 	case "required":
-		m.required.bad = true
+		m.Required.Bad = true
 	case "lease":
-		m.lease.bad = true
+		m.Lease.Bad = true
 	case "retention":
-		m.retention.bad = true
+		m.Retention.Bad = true
 	case "timeout":
-		m.timeout.bad = true
+		m.Timeout.Bad = true
 	case "wait":
-		m.wait.bad = true
+		m.Wait.Bad = true
 	case "isolation":
-		m.isolation.bad = true
+		m.Isolation.Bad = true
 	case "store":
-		m.store.bad = true
+		m.Store.Bad = true
 	case "fingerprint-headers":
-		m.fingerprintHeaders.bad = true
+		m.FingerprintHeaders.Bad = true
 	case "methods":
-		m.methods.bad = true
+		m.methods.Bad = true
 	}
 }
 
@@ -139,13 +141,13 @@ var markerFields = []string{"header", "body", "required", "lease", "retention", 
 // live. PostgreSQL, the default, keeps a key in the business transaction; Redis keeps it
 // apart (idem/idemredis), for operations whose rare duplicate is acceptable.
 const (
-	storePostgres = "postgres"
+	StorePostgres = "postgres"
 	StoreRedis    = "redis"
 )
 
 // markableMethods are the methods x-idempotent-defaults.methods may name: the ones that
 // change state. GET, HEAD, OPTIONS and TRACE are safe, idempotent by definition.
-var markableMethods = []string{"post", "put", "patch", "delete"}
+var MarkableMethods = []string{"post", "put", "patch", "delete"}
 
 // parseMarker reads a marker value: true (all defaults), false (not marked), or an object.
 // name prefixes messages ("x-idempotent", "x-idempotent-defaults"). ok is false when the
@@ -154,8 +156,8 @@ var markableMethods = []string{"post", "put", "patch", "delete"}
 // reported to errs and marked bad, so that the checks of the other fields against each
 // other and against the operation still run, and every error of the marker comes in one
 // run.
-func (s *source) parseMarker(key, n *yaml.Node, name string, allowBool bool, errs *spec.ErrorList) (m marker, ok bool) {
-	m.pos = s.Pos(key)
+func (s *Source) parseMarker(key, n *yaml.Node, name string, allowBool bool, errs *spec.ErrorList) (m Marker, ok bool) {
+	m.Pos = s.Pos(key)
 	n = spec.Deref(n)
 	switch n.Kind {
 	case yaml.ScalarNode:
@@ -184,16 +186,16 @@ func (s *source) parseMarker(key, n *yaml.Node, name string, allowBool bool, err
 			m.fail(k.Value)
 		}
 	}
-	if m.header.set && m.body.set {
-		errs.Add(m.body.pos, "%s: header and body are exclusive: the key comes from one place", name)
-		m.body = field[string]{pos: m.body.pos} // the key's source is unknown: no key checks
+	if m.Header.Set && m.Body.Set {
+		errs.Add(m.Body.Pos, "%s: header and body are exclusive: the key comes from one place", name)
+		m.Body = Field[string]{Pos: m.Body.Pos} // the key's source is unknown: no key checks
 		m.fail("body")
 	}
 	return m, true
 }
 
 // parseField reads the marker field k: v into m, or reports why it cannot (ok false).
-func (s *source) parseField(m *marker, k, v *yaml.Node, name string, allowBool bool, errs *spec.ErrorList) (ok bool) {
+func (s *Source) parseField(m *Marker, k, v *yaml.Node, name string, allowBool bool, errs *spec.ErrorList) (ok bool) {
 	fname := name + "." + k.Value
 	p := s.Pos(v)
 	switch k.Value {
@@ -204,7 +206,7 @@ func (s *source) parseField(m *marker, k, v *yaml.Node, name string, allowBool b
 			return false
 		}
 		if good {
-			m.header.put(str, p)
+			m.Header.put(str, p)
 		}
 		return good
 	case "body":
@@ -214,7 +216,7 @@ func (s *source) parseField(m *marker, k, v *yaml.Node, name string, allowBool b
 			return false
 		}
 		if good {
-			m.body.put(str, p)
+			m.Body.put(str, p)
 		}
 		return good
 	case "required":
@@ -222,7 +224,7 @@ func (s *source) parseField(m *marker, k, v *yaml.Node, name string, allowBool b
 			errs.Add(p, "%s: want true or false, got %s", fname, describe(v))
 			return false
 		}
-		m.required.put(v.Value == "true", p)
+		m.Required.put(v.Value == "true", p)
 		return true
 	case "lease", "retention", "timeout", "wait":
 		d, good := s.duration(v, fname, errs)
@@ -231,13 +233,13 @@ func (s *source) parseField(m *marker, k, v *yaml.Node, name string, allowBool b
 		}
 		switch k.Value {
 		case "lease":
-			m.lease.put(d, p)
+			m.Lease.put(d, p)
 		case "retention":
-			m.retention.put(d, p)
+			m.Retention.put(d, p)
 		case "wait":
-			m.wait.put(d, p)
+			m.Wait.put(d, p)
 		default:
-			m.timeout.put(d, p)
+			m.Timeout.put(d, p)
 		}
 		return true
 	case "isolation":
@@ -250,7 +252,7 @@ func (s *source) parseField(m *marker, k, v *yaml.Node, name string, allowBool b
 			errs.Add(p, "%s: %q is not an isolation level (want \"serializable\", \"repeatable read\", \"read committed\" or \"read uncommitted\")", fname, str)
 			return false
 		}
-		m.isolation.put(lvl, p)
+		m.Isolation.put(lvl, p)
 		return true
 	case "store":
 		str, good := s.str(v, fname, errs)
@@ -259,9 +261,9 @@ func (s *source) parseField(m *marker, k, v *yaml.Node, name string, allowBool b
 		}
 		switch strings.ToLower(str) {
 		case "postgres", "postgresql":
-			m.store.put(storePostgres, p)
+			m.Store.put(StorePostgres, p)
 		case "redis":
-			m.store.put(StoreRedis, p)
+			m.Store.put(StoreRedis, p)
 		default:
 			errs.Add(p, "%s: %q is not a store (want \"postgres\", the default: the key commits with the business; or \"redis\", for operations whose rare duplicate is acceptable)", fname, str)
 			return false
@@ -270,7 +272,7 @@ func (s *source) parseField(m *marker, k, v *yaml.Node, name string, allowBool b
 	case "fingerprint-headers":
 		list, good := s.headerList(v, fname, errs)
 		if good {
-			m.fingerprintHeaders.put(list, p)
+			m.FingerprintHeaders.put(list, p)
 		}
 		return good
 	case "methods":
@@ -297,7 +299,7 @@ func (s *source) parseField(m *marker, k, v *yaml.Node, name string, allowBool b
 }
 
 // duration reads a lease, retention or timeout: a Go duration of at least 1ms.
-func (s *source) duration(v *yaml.Node, name string, errs *spec.ErrorList) (time.Duration, bool) {
+func (s *Source) duration(v *yaml.Node, name string, errs *spec.ErrorList) (time.Duration, bool) {
 	str, good := s.str(v, name, errs)
 	if !good {
 		return 0, false
@@ -319,12 +321,12 @@ func (s *source) duration(v *yaml.Node, name string, errs *spec.ErrorList) (time
 }
 
 // headerList reads a list of header names, each with its position.
-func (s *source) headerList(v *yaml.Node, name string, errs *spec.ErrorList) ([]named, bool) {
+func (s *Source) headerList(v *yaml.Node, name string, errs *spec.ErrorList) ([]Named, bool) {
 	if v.Kind != yaml.SequenceNode {
 		errs.Add(s.Pos(v), "%s: want a list of header names, got %s", name, describe(v))
 		return nil, false
 	}
-	var out []named
+	var out []Named
 	ok := true
 	for _, item := range v.Content {
 		h, good := s.str(spec.Deref(item), name, errs)
@@ -335,14 +337,14 @@ func (s *source) headerList(v *yaml.Node, name string, errs *spec.ErrorList) ([]
 			errs.Add(s.Pos(item), "%s: %q is not a valid HTTP header name (RFC 9110 token)", name, h)
 			ok = false
 		default:
-			out = append(out, named{h, s.Pos(item)})
+			out = append(out, Named{h, s.Pos(item)})
 		}
 	}
 	return out, ok
 }
 
 // methodList reads x-idempotent-defaults.methods: a list of markable methods.
-func (s *source) methodList(v *yaml.Node, name string, errs *spec.ErrorList) ([]string, bool) {
+func (s *Source) methodList(v *yaml.Node, name string, errs *spec.ErrorList) ([]string, bool) {
 	if v.Kind != yaml.SequenceNode {
 		errs.Add(s.Pos(v), "%s: want a list of methods (e.g. [post]), got %s", name, describe(v))
 		return nil, false
@@ -356,10 +358,10 @@ func (s *source) methodList(v *yaml.Node, name string, errs *spec.ErrorList) ([]
 		case !good:
 			ok = false
 		case lower == "get" || lower == "head" || lower == "options" || lower == "trace":
-			errs.Add(s.Pos(item), "%s: %s is a safe method, idempotent by definition; name methods that change state (%s)", name, strings.ToUpper(m), strings.Join(markableMethods, ", "))
+			errs.Add(s.Pos(item), "%s: %s is a safe method, idempotent by definition; name methods that change state (%s)", name, strings.ToUpper(m), strings.Join(MarkableMethods, ", "))
 			ok = false
-		case !slices.Contains(markableMethods, lower):
-			errs.Add(s.Pos(item), "%s: %q is not a method idemgen marks (want %s)", name, m, strings.Join(markableMethods, ", "))
+		case !slices.Contains(MarkableMethods, lower):
+			errs.Add(s.Pos(item), "%s: %q is not a method idemgen marks (want %s)", name, m, strings.Join(MarkableMethods, ", "))
 			ok = false
 		default:
 			out = append(out, lower)
@@ -368,7 +370,7 @@ func (s *source) methodList(v *yaml.Node, name string, errs *spec.ErrorList) ([]
 	return out, ok
 }
 
-func (s *source) str(v *yaml.Node, name string, errs *spec.ErrorList) (string, bool) {
+func (s *Source) str(v *yaml.Node, name string, errs *spec.ErrorList) (string, bool) {
 	if v.Kind != yaml.ScalarNode || v.Tag != "!!str" {
 		errs.Add(s.Pos(v), "%s: want a string, got %s", name, describe(v))
 		return "", false
@@ -416,7 +418,7 @@ func validHeaderName(s string) bool {
 // readMarkers reads the document defaults and every operation's marker, in file order.
 // An operation without a marker whose method x-idempotent-defaults.methods names is
 // marked too; x-idempotent: false opts it out.
-func (s *source) readMarkers(errs *spec.ErrorList) (defaults marker, ops []opMarker) {
+func (s *Source) ReadMarkers(errs *spec.ErrorList) (defaults Marker, ops []OpMarker) {
 	if k, v := s.Lookup(DefaultsExt); v != nil {
 		defaults, _ = s.parseMarker(k, v, DefaultsExt, false, errs)
 	}
@@ -435,33 +437,35 @@ func (s *source) readMarkers(errs *spec.ErrorList) (defaults marker, ops []opMar
 		for j := 0; j+1 < len(item.Content); j += 2 {
 			methodKey, op := item.Content[j], item.Content[j+1]
 			method := strings.ToLower(methodKey.Value)
-			if !spec.HttpMethods[method] {
+			if !spec.HTTPMethods[method] {
 				continue
 			}
 			k, v := spec.Entry(op, MarkerExt)
 			if k == nil {
-				if slices.Contains(defaults.methods.v, method) {
+				if slices.Contains(defaults.methods.V, method) {
 					m := defaults
-					m.pos, m.byMethod = s.Pos(methodKey), true
-					ops = append(ops, opMarker{path: path, method: method, m: m})
+					m.Pos, m.ByMethod = s.Pos(methodKey), true
+					ops = append(ops, OpMarker{Path: path, Method: method, Marker: m})
 				}
 				continue
 			}
 			m, ok := s.parseMarker(k, v, MarkerExt, true, errs)
 			if ok {
-				ops = append(ops, opMarker{path: path, method: method, m: m.over(defaults)})
+				ops = append(ops, OpMarker{Path: path, Method: method, Marker: m.over(defaults)})
 			}
 		}
 	}
 	return defaults, ops
 }
 
-type opMarker struct {
-	path, method string
-	m            marker
+// OpMarker is the marker of one operation, by its path and method (lower case, as the
+// spec's path item keys them), with the document defaults applied.
+type OpMarker struct {
+	Path, Method string
+	Marker       Marker
 }
 
-// humanDuration prints d the short way: 24h, 1h30m, 30s, 1.5s.
+// HumanDuration prints d the short way: 24h, 1h30m, 30s, 1.5s.
 func HumanDuration(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {

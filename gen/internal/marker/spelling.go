@@ -1,4 +1,4 @@
-package model
+package marker
 
 import (
 	"strings"
@@ -44,7 +44,7 @@ func misspelledExt(key string) (name, loss string, ok bool) {
 
 // checkSpelling reports every key that misspells a marker extension where idemgen reads
 // one or a user may put one: at the document root, on a path item and on an operation.
-func (s *source) checkSpelling(errs *spec.ErrorList) {
+func (s *Source) CheckSpelling(errs *spec.ErrorList) {
 	s.checkKeys(s.Root, errs)
 	_, paths := s.Lookup("paths")
 	if paths == nil || paths.Kind != yaml.MappingNode {
@@ -57,7 +57,7 @@ func (s *source) checkSpelling(errs *spec.ErrorList) {
 		}
 		s.checkKeys(item, errs)
 		for j := 0; j+1 < len(item.Content); j += 2 {
-			if spec.HttpMethods[strings.ToLower(item.Content[j].Value)] {
+			if spec.HTTPMethods[strings.ToLower(item.Content[j].Value)] {
 				s.checkKeys(spec.Deref(item.Content[j+1]), errs)
 			}
 		}
@@ -66,7 +66,7 @@ func (s *source) checkSpelling(errs *spec.ErrorList) {
 
 // checkKeys reports the keys of the mapping n that misspell a marker extension, each at
 // its key.
-func (s *source) checkKeys(n *yaml.Node, errs *spec.ErrorList) {
+func (s *Source) checkKeys(n *yaml.Node, errs *spec.ErrorList) {
 	if n == nil || n.Kind != yaml.MappingNode {
 		return
 	}
@@ -81,7 +81,7 @@ func (s *source) checkKeys(n *yaml.Node, errs *spec.ErrorList) {
 // checkRefPathItems reports markers that readMarkers could not see: on the operations of a
 // path item that is a $ref (to another file, or to components/pathItems). Ignoring them
 // would leave a marked operation without idempotency.
-func (s *source) checkRefPathItems(doc *openapi3.T, errs *spec.ErrorList) {
+func (s *Source) CheckRefPathItems(doc *openapi3.T, errs *spec.ErrorList) {
 	_, paths := s.Lookup("paths")
 	if paths == nil || paths.Kind != yaml.MappingNode {
 		return
