@@ -297,3 +297,119 @@ func KeyRules(k KeySchema) []string {
 	}
 	return c
 }
+
+// normalizeName lowercases name and drops '-', '_' and a leading "x-".
+func normalizeName(name string) string {
+	n := strings.TrimPrefix(strings.ToLower(name), "x-")
+	return strings.NewReplacer("-", "", "_", "").Replace(n)
+}
+
+// keyQueryParams returns the names of the declared query parameters named like an
+// idempotency key.
+func keyQueryParams(params openapi3.Parameters) []string {
+	var out []string
+	for _, p := range params {
+		if p.Value != nil && p.Value.In == openapi3.ParameterInQuery && isKeyName(p.Value.Name) {
+			out = append(out, p.Value.Name)
+		}
+	}
+	return out
+}
+
+// mergeCaseDuplicates makes one declaration of a header declared several times in
+// different cases: the stricter one (required beats optional; then the one with more
+// constraints), its schema completed by the others' constraints where they are stricter
+// (the larger minLength, the smaller maxLength, a pattern or format it lacks).
+func (s *source) mergeCaseDuplicates(o *Operation, mk marker.Marker, decls []*openapi3.Parameter, w *warnings) *openapi3.Parameter {
+	win := decls[0]
+	for _, d := range decls[1:] {
+		if stricter(d, win) {
+			win = d
+		}
+	}
+	merged := *win
+	var sch openapi3.Schema
+	if win.Schema != nil && win.Schema.Value != nil {
+		sch = *win.Schema.Value
+	}
+	var names []string
+	for _, d := range decls {
+		names = append(names, d.Name)
+		if d.Required {
+			merged.Required = true
+		}
+		if d.Schema == nil || d.Schema.Value == nil || !isString(d.Schema.Value) {
+			continue
+		}
+		ds := d.Schema.Value
+		if ds.MinLength > sch.MinLength {
+			sch.MinLength = ds.MinLength
+		}
+		if ds.MaxLength != nil && (sch.MaxLength == nil || *ds.MaxLength < *sch.MaxLength) {
+			sch.MaxLength = ds.MaxLength
+		}
+		if sch.Pattern == "" {
+			sch.Pattern = ds.Pattern
+		}
+		if sch.Format == "" {
+			sch.Format = ds.Format
+		}
+		if sch.Type.IsEmpty() {
+			sch.Type = ds.Type
+		}
+	}
+	merged.Schema = &openapi3.SchemaRef{Value: &sch}
+	req := "optional"
+	if merged.Required {
+		req = "required"
+	}
+	rules := append([]string{req}, KeyRules(keySchemaOf(&sch))...)
+	note := fmt.Sprintf("the spec declares the key header %d times, differing only in case (%s): one header, %s, with the stricter of each rule: %s",
+		len(decls), strings.Join(names, ", "), win.Name, strings.Join(rules, ", "))
+	o.Notes = append(o.Notes, note)
+	w.add(mk.Pos, "%s: %s %s: %s", marker.MarkerExt, o.Method, o.Path, note)
+	return &merged
+}
+
+// stricter reports whether declaration a constrains the key more than b.
+func stricter(a, b *openapi3.Parameter) bool {
+	if a.Required != b.Required {
+		return a.Required
+	}
+	return constraintCount(a) > constraintCount(b)
+}
+
+func constraintCount(p *openapi3.Parameter) int {
+	if p.Schema == nil || p.Schema.Value == nil {
+		return 0
+	}
+	s, n := p.Schema.Value, 0
+	for _, set := range []bool{s.MinLength > 0, s.MaxLength != nil, s.Pattern != "", s.Format != ""} {
+		if set {
+			n++
+		}
+	}
+	return n
+}
+
+// keySchemaOf is s's constraints as the model keeps them, unchecked (for messages).
+func keySchemaOf(s *openapi3.Schema) KeySchema {
+	ks := KeySchema{MinLength: s.MinLength, Pattern: s.Pattern, Format: s.Format}
+	if s.MaxLength != nil {
+		ks.MaxLength = *s.MaxLength
+	}
+	return ks
+}
+
+// queryKeyIgnored notes a query parameter named like the key beside a header or body key:
+// the key is read from one place; the query parameter stays an ordinary one (and part of
+// the fingerprint).
+func (s *source) queryKeyIgnored(o *Operation, mk marker.Marker, queries []string, w *warnings) {
+	src := "header " + o.Key.Header
+	if o.Key.Body != "" {
+		src = "body " + o.Key.Body
+	}
+	note := fmt.Sprintf("the query parameter %s is not read as the key (the key is %s); it is an ordinary query parameter, part of the fingerprint", strings.Join(queries, ", "), src)
+	o.Notes = append(o.Notes, note)
+	w.add(mk.Pos, "%s: %s %s: %s", marker.MarkerExt, o.Method, o.Path, note)
+}

@@ -103,10 +103,3 @@ func yamlNumber(n *yaml.Node) bool {
 	}
 	return true
 }
-
-// jsonText reports whether data is read as JSON (parseSource): its first byte past
-// whitespace opens an object.
-func jsonText(data []byte) bool {
-	t := bytes.TrimLeft(data, " \t\r\n")
-	return len(t) > 0 && t[0] == '{'
-}

@@ -340,3 +340,10 @@ func walk(n *yaml.Node, f func(key, n *yaml.Node)) {
 	}
 	visit(nil, n)
 }
+
+// jsonText reports whether data is read as JSON (parseSource): its first byte past
+// whitespace opens an object.
+func jsonText(data []byte) bool {
+	t := bytes.TrimLeft(data, " \t\r\n")
+	return len(t) > 0 && t[0] == '{'
+}
