@@ -117,17 +117,17 @@ func Version() string {
 }
 
 // Generate reads the spec and returns the files to write, sorted by name. It is one
-// pipeline, a step per file:
+// pipeline, a step per package (gen/internal/...):
 //
-//	load    (load.go)    the file as a node tree (positions) and as kin-openapi's document
-//	check   (check.go)   the spec itself, then the markers (marker.go) against the
-//	model   (model.go)   operations they mark, into the typed model; every error of the
-//	                     run is reported at once, as an ErrorList of located errors
-//	names   (rewrite.go, names.go) the document rewritten for the base: unique, valid Go
-//	                     names, the key headers, what oapi-codegen cannot generate
-//	base    (base.go)    oapi-codegen, once
-//	render  (render.go)  the idempotent layer from the model and oapi-codegen's names,
-//	        (spec.go)    and the spec file: the spec embedded, OpenAPI() parses it once
+//	spec    the file as a node tree (positions) and as kin-openapi's document, and the
+//	        document's own checks
+//	marker  the markers as written, each field located
+//	model   each marker against the operation it marks, into the typed model; every
+//	        error of the run is reported at once, as an ErrorList of located errors
+//	base    the document rewritten for the base (unique, valid Go names, the key
+//	        headers, what oapi-codegen cannot generate), then oapi-codegen, once
+//	render  the idempotent layer and the client from the model and oapi-codegen's
+//	        names, and the spec file: the spec embedded, OpenAPI() parses it once
 //
 // Writing is [Emit]'s, through a [FileSystem].
 func Generate(opts Options) ([]File, error) {

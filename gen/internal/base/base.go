@@ -35,7 +35,7 @@ const (
 	ClientFile     = "client.gen.go" // with Options.Client: IdempotentClient
 )
 
-// target is what the base and the rendering need of a run's options, defaults applied:
+// Target is what the base and the rendering need of a run's options, defaults applied:
 // the spec's path as given (for messages and the generated headers), the Go package, the
 // router of the base, the client and server sides, and the version for the header.
 type Target struct {
@@ -55,7 +55,7 @@ const OapiCodegenVersion = "v2.8.2"
 // name normaliser in package-level state that each Generate call overwrites.
 var codegenMu sync.Mutex
 
-// base is oapi-codegen's output for the rewritten document, and its operations (for the
+// Output is oapi-codegen's output for the rewritten document, and its operations (for the
 // names the idempotent layer uses).
 type Output struct {
 	constraints []string // build constraint lines oapi-codegen put above its header
@@ -87,7 +87,7 @@ func baseConfig(pkg, router string, client, clientOnly bool) codegen.Configurati
 	}
 }
 
-// generateBase rewrites doc for the base (prepareBase) and runs oapi-codegen on it, once.
+// Generate rewrites doc for the base (prepareBase) and runs oapi-codegen on it, once.
 // A panic inside oapi-codegen becomes an error.
 func Generate(doc *openapi3.T, m *model.Model, opts Target, internalize bool) (b Output, err error) {
 	codegenMu.Lock()
@@ -123,7 +123,7 @@ func Generate(doc *openapi3.T, m *model.Model, opts Target, internalize bool) (b
 	return b, nil
 }
 
-// formatBase checks that the base declares every name once, drops the imports
+// Format checks that the base declares every name once, drops the imports
 // oapi-codegen lists but does not use, and formats it with idemgen's header above it:
 // one parse, one print. It takes b.code, the largest text of the run, and leaves b
 // without it: the parser reads the string in place (readOnly) and nothing holds it once
@@ -176,7 +176,7 @@ func readOnly(s string) []byte {
 	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
-// formatGo parses src (a file named name), drops the imports it does not use and prints it
+// FormatGo parses src (a file named name), drops the imports it does not use and prints it
 // as gofmt does. The idempotent layer's template lists every import it may use; unlike
 // x/tools' imports.Process, this never looks for packages (imports.Process runs `go env`
 // and reads the other Go files of the working directory when a selector's package is not

@@ -16,7 +16,7 @@ import (
 	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
 )
 
-// checkExternalBase checks, for -base=external, that the Go files already in dir declare
+// CheckExternal checks, for -base=external, that the Go files already in dir declare
 // what the idempotent layer refers to: StrictServerInterface and each operation's request
 // and response object types, in package pkg; and that no marked operation's JSON request
 // body type lost its JSON methods (see lostBodyJSON). It returns the package's router

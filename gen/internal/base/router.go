@@ -36,7 +36,7 @@ var routers = map[string]router{
 	RouterGin:     {func(g *codegen.GenerateOptions) { g.GinServer = true }, "gin server", "GinServerOptions"},
 }
 
-// checkRouter accepts "" and the names of Routers.
+// CheckRouter accepts "" and the names of Routers.
 func CheckRouter(name string) error {
 	if _, ok := routers[name]; ok || name == "" {
 		return nil

@@ -20,7 +20,7 @@ type FileSystem interface {
 // File is one generated file.
 type File struct {
 	Name string // base name, within the output directory
-	Data []byte
+	Data []byte // the file's content
 }
 
 // Emit writes files to fsys, after removing each file of owned (base names) that fsys
@@ -68,10 +68,13 @@ func leftovers(fsys FileSystem, files []File, owned []string) []string {
 // reader never sees half a file; the directory is created when missing.
 type Dir string
 
+// ReadFile reads the file name of the directory.
 func (d Dir) ReadFile(name string) ([]byte, error) {
 	return os.ReadFile(filepath.Join(string(d), name))
 }
 
+// WriteFile writes data to the file name of the directory (created when missing),
+// through a temporary file renamed into place.
 func (d Dir) WriteFile(name string, data []byte) error {
 	if err := os.MkdirAll(string(d), 0o755); err != nil {
 		return err
@@ -88,13 +91,14 @@ func (d Dir) WriteFile(name string, data []byte) error {
 	return nil
 }
 
+// Remove removes the file name of the directory.
 func (d Dir) Remove(name string) error { return os.Remove(filepath.Join(string(d), name)) }
 
 // Check is the FileSystem of -check: it reads a directory, writes nothing, and records
 // every file that would change.
 type Check struct {
-	Dir     Dir
-	Changes []Change
+	Dir     Dir      // the directory compared with
+	Changes []Change // in the order Emit made them: removals, then writes
 }
 
 // Change is one file -check found out of date.
@@ -104,8 +108,11 @@ type Change struct {
 	New  []byte // generated; nil when idemgen would remove the file
 }
 
+// ReadFile reads the file name of c.Dir.
 func (c *Check) ReadFile(name string) ([]byte, error) { return c.Dir.ReadFile(name) }
 
+// WriteFile records a Change when c.Dir's file name is missing or holds other bytes
+// than data; it writes nothing.
 func (c *Check) WriteFile(name string, data []byte) error {
 	old, err := c.Dir.ReadFile(name)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -117,6 +124,8 @@ func (c *Check) WriteFile(name string, data []byte) error {
 	return nil
 }
 
+// Remove records the removal of c.Dir's file name (an error when it is missing); it
+// removes nothing.
 func (c *Check) Remove(name string) error {
 	old, err := c.Dir.ReadFile(name)
 	if err != nil {

@@ -33,7 +33,11 @@ var IsolationLevels = map[string]string{
 }
 
 // Marker is one x-idempotent object (or the document defaults) as written: each field
-// with whether it was set and where.
+// with whether it was set and where. The fields are the marker grammar's (gen's package
+// doc, "Marker grammar"): Header a header name (an RFC 9110 token), Body a JSON pointer
+// into the request body, Lease, Retention, Timeout and Wait durations of at least 1ms,
+// Isolation a key of IsolationLevels, Store StorePostgres or StoreRedis. A field in error
+// is Bad (and the marker Failed): its error is in the run's list already.
 type Marker struct {
 	Header, Body              Field[string]
 	Required                  Field[bool]
@@ -145,7 +149,7 @@ const (
 	StoreRedis    = "redis"
 )
 
-// markableMethods are the methods x-idempotent-defaults.methods may name: the ones that
+// MarkableMethods are the methods x-idempotent-defaults.methods may name: the ones that
 // change state. GET, HEAD, OPTIONS and TRACE are safe, idempotent by definition.
 var MarkableMethods = []string{"post", "put", "patch", "delete"}
 
@@ -415,7 +419,7 @@ func validHeaderName(s string) bool {
 	return true
 }
 
-// readMarkers reads the document defaults and every operation's marker, in file order.
+// ReadMarkers reads the document defaults and every operation's marker, in file order.
 // An operation without a marker whose method x-idempotent-defaults.methods names is
 // marked too; x-idempotent: false opts it out.
 func (s *Source) ReadMarkers(errs *spec.ErrorList) (defaults Marker, ops []OpMarker) {

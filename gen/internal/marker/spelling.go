@@ -42,7 +42,7 @@ func misspelledExt(key string) (name, loss string, ok bool) {
 	return "", "", false
 }
 
-// checkSpelling reports every key that misspells a marker extension where idemgen reads
+// CheckSpelling reports every key that misspells a marker extension where idemgen reads
 // one or a user may put one: at the document root, on a path item and on an operation.
 func (s *Source) CheckSpelling(errs *spec.ErrorList) {
 	s.checkKeys(s.Root, errs)
@@ -78,7 +78,7 @@ func (s *Source) checkKeys(n *yaml.Node, errs *spec.ErrorList) {
 	}
 }
 
-// checkRefPathItems reports markers that readMarkers could not see: on the operations of a
+// CheckRefPathItems reports markers that readMarkers could not see: on the operations of a
 // path item that is a $ref (to another file, or to components/pathItems). Ignoring them
 // would leave a marked operation without idempotency.
 func (s *Source) CheckRefPathItems(doc *openapi3.T, errs *spec.ErrorList) {

@@ -280,7 +280,7 @@ func typeName(s *openapi3.Schema) string {
 	return "type " + strings.Join(s.Type.Slice(), "|")
 }
 
-// keyRules lists what k constrains: "format uuid", "maxLength 64", ...
+// KeyRules lists what k constrains: "format uuid", "maxLength 64", ...
 func KeyRules(k KeySchema) []string {
 	var c []string
 	if k.Format != "" {

@@ -30,7 +30,7 @@ func Policies(path string) (*Model, error) {
 	return m, nil
 }
 
-// checkSpec runs every check of the loaded spec and of its markers and builds the model,
+// Check runs every check of the loaded spec and of its markers and builds the model,
 // adding every problem to errs: the document itself (duplicate keys, path templates,
 // content $refs), the extensions' spelling, the markers, and each marker against the
 // operation it marks. It returns nil when kin-openapi could not load the document (its

@@ -8,7 +8,7 @@ import (
 	"github.com/idemgen/idemgen/gen/internal/spec"
 )
 
-// model is what idemgen generates from: every marked operation with its resolved policy,
+// Model is what idemgen generates from: every marked operation with its resolved policy,
 // in file order. It holds no Go source; render turns it into code with oapi-codegen's
 // names. Its fields are exported for the template.
 type Model struct {
@@ -21,14 +21,14 @@ type Model struct {
 	Warnings warnings
 }
 
-// skippedOp is an operation the document defaults would mark but idemgen leaves unmarked.
+// SkippedOp is an operation the document defaults would mark but idemgen leaves unmarked.
 type SkippedOp struct {
 	Method, Path string
 	Why          string
 	Pos          spec.Pos // of the operation's method
 }
 
-// operation is a marked operation and its policy.
+// Operation is a marked operation and its policy.
 type Operation struct {
 	Method string // upper case: POST
 	Path   string
@@ -64,7 +64,7 @@ type Operation struct {
 	Notes []string
 }
 
-// keySource is where an operation's idempotency key comes from, and what the spec says
+// KeySource is where an operation's idempotency key comes from, and what the spec says
 // of it.
 type KeySource struct {
 	Header string // header name as the spec (or the marker) spells it; "" for a body key
@@ -75,7 +75,7 @@ type KeySource struct {
 	Schema   KeySchema
 }
 
-// keySchema is what the key's declared schema constrains, enforced by the protocol
+// KeySchema is what the key's declared schema constrains, enforced by the protocol
 // before any SQL (idem.KeySchema). Zero values constrain nothing.
 type KeySchema struct {
 	MinLength uint64

@@ -49,7 +49,7 @@ type clientParam struct {
 	Name, Type string
 }
 
-// renderClient renders ClientFile for the marked operations.
+// Client renders ClientFile for the marked operations.
 func Client(opts base.Target, m *model.Model, defs []codegen.OperationDefinition) ([]byte, error) {
 	l := &clientLayer{Version: opts.Version, Package: opts.Package, Spec: baseName(opts.Spec)}
 	byRoute := map[string]*model.Operation{}

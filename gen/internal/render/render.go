@@ -83,7 +83,7 @@ var tmpl = template.Must(template.New("").Funcs(template.FuncMap{
 	"duration": goDuration,
 }).ParseFS(templates.FS, "*.tmpl"))
 
-// render builds the layer from the model and oapi-codegen's operations, and renders it.
+// Layer builds the layer from the model and oapi-codegen's operations, and renders it.
 func Layer(opts base.Target, m *model.Model, ops []codegen.OperationDefinition) ([]byte, error) {
 	l, err := buildLayer(opts, m, ops)
 	if err != nil {

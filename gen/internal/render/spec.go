@@ -23,7 +23,7 @@ type specLayer struct {
 	Pieces  []string // Go literals of the text's pieces between backquotes
 }
 
-// renderSpec renders SpecFile: the spec's text, embedded as Go string literals, and
+// Spec renders SpecFile: the spec's text, embedded as Go string literals, and
 // OpenAPI(), which parses it once. A self-contained spec is embedded as it is; one with
 // $refs to other files is loaded afresh, its references inlined (kin-openapi's
 // InternalizeRefs, as the base does) and embedded as JSON, so the package needs no file

@@ -29,7 +29,7 @@ func (s *Source) checkVersion() error {
 	return nil
 }
 
-// checkTree reports, in one walk of the tree, every mapping key given twice (YAML refuses
+// CheckTree reports, in one walk of the tree, every mapping key given twice (YAML refuses
 // them, JSON parsers keep the last silently: either way the spec does not say what its
 // author meant) and every local $ref ("#/...") that does not resolve.
 func (s *Source) CheckTree(errs *ErrorList) {
@@ -59,7 +59,7 @@ func (s *Source) CheckTree(errs *ErrorList) {
 
 var templateParam = regexp.MustCompile(`\{([^{}]*)\}`)
 
-// checkPathTemplates reports, for every operation, a path template parameter
+// CheckPathTemplates reports, for every operation, a path template parameter
 // ("/things/{thing_id}") that neither the operation nor its path item declares in: path,
 // and a declared path parameter that the template does not have. Both make a server that
 // cannot route or bind the request.

@@ -99,7 +99,7 @@ func isContentMap(n *yaml.Node) bool {
 	return true
 }
 
-// checkContentRefs reports every content $ref idemgen cannot resolve: one that names no
+// CheckContentRefs reports every content $ref idemgen cannot resolve: one that names no
 // content map (for content itself) or no media type object (for a media type) of this
 // document. A local $ref that names nothing is checkTree's.
 func (s *Source) CheckContentRefs(errs *ErrorList) {

@@ -10,11 +10,12 @@ import (
 
 // Pos is a position in a spec file. Line and Col are 1-based; zero means unknown.
 type Pos struct {
-	File string
+	File string // the spec's path as the user gave it (or a file it refers to)
 	Line int
 	Col  int
 }
 
+// String is "file:line:col", "file:line" without a column, "file" without a line.
 func (p Pos) String() string {
 	switch {
 	case p.Line > 0 && p.Col > 0:
@@ -28,9 +29,10 @@ func (p Pos) String() string {
 // Error is a spec error with its location. Error() is "file:line:col: message".
 type Error struct {
 	Pos Pos
-	Msg string
+	Msg string // the message, without the position
 }
 
+// Error is "pos: msg", or msg alone when the position has no file.
 func (e *Error) Error() string {
 	if e.Pos.File == "" {
 		return e.Msg
@@ -40,8 +42,12 @@ func (e *Error) Error() string {
 
 // ErrorList is every error found in a spec, in file order. It implements error; use
 // errors.As to get at the list.
+//
+// Every step adds to one list (Add) and reports it once, sorted (Err); gen.Generate
+// returns it as gen.ErrorList, the same errors.
 type ErrorList []*Error
 
+// Error is the errors' texts, one a line.
 func (l ErrorList) Error() string {
 	var b strings.Builder
 	for i, e := range l {
@@ -53,11 +59,12 @@ func (l ErrorList) Error() string {
 	return b.String()
 }
 
+// Add adds the error at p, its message formatted as fmt.Sprintf does.
 func (l *ErrorList) Add(p Pos, format string, args ...any) {
 	*l = append(*l, &Error{Pos: p, Msg: fmt.Sprintf(format, args...)})
 }
 
-// err returns the list sorted by position (then message) without repeats, or nil when it
+// Err returns the list sorted by position (then message) without repeats, or nil when it
 // is empty. Repeats come from x-idempotent-defaults: each operation that inherits a bad
 // value reports it at the same place.
 func (l *ErrorList) Err() error {

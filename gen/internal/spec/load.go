@@ -6,20 +6,20 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 )
 
-// spec is the input of a run: the file as a node tree, for positions, and as kin-openapi's
+// Spec is the input of a run: the file as a node tree, for positions, and as kin-openapi's
 // document, for everything else.
 type Spec struct {
-	Src  *Source
-	Data []byte // the file's bytes (content $refs inlined), for the spec file (spec.go)
-	Doc  *openapi3.T
-	// loadErr is kin-openapi's error when it could not load the document: reported with
+	Src  *Source     // the node tree, for positions
+	Data []byte      // the file's bytes (content $refs inlined), for the spec file (render.Spec)
+	Doc  *openapi3.T // kin-openapi's document; nil when LoadErr is set. The base step rewrites it.
+	// LoadErr is kin-openapi's error when it could not load the document: reported with
 	// the source checks, and nothing that needs doc runs.
 	LoadErr error
 }
 
-// load reads and parses the spec file. Only an unreadable file, a YAML syntax error or a
+// Load reads and parses the spec file. Only an unreadable file, a YAML syntax error or a
 // document that is not OpenAPI 3.0/3.1 stops it; kin-openapi's own load error is kept
-// in loadErr, located, to be reported with every other error of the run.
+// in LoadErr, located (an *Error), to be reported with every other error of the run.
 func Load(path string) (*Spec, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {

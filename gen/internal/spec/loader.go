@@ -8,7 +8,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 )
 
-// loadDoc loads the spec with kin-openapi (external $refs to local files only). Each call
+// LoadDoc loads the spec with kin-openapi (external $refs to local files only). Each call
 // returns a fresh document: the base step rewrites it.
 func LoadDoc(path string, data []byte) (*openapi3.T, error) {
 	abs, err := filepath.Abs(path)

@@ -14,17 +14,17 @@ import (
 	"go.yaml.in/yaml/v4"
 )
 
-// source is the spec file as a YAML node tree (JSON is read as YAML), kept to give
+// Source is the spec file as a YAML node tree (JSON is read as YAML), kept to give
 // errors the line and column of what they are about. kin-openapi's origins stop at
 // extension values, which decode to plain Go values; the markers' own fields, duplicate
 // keys and $refs are found here.
 type Source struct {
-	file string // as given on the command line, for messages
-	Root *yaml.Node
-	JSON bool // the file is JSON
+	file string     // as given on the command line, for messages
+	Root *yaml.Node // the document node's content: the root mapping
+	JSON bool       // the file is JSON
 }
 
-// parseSource parses data (YAML or JSON) into a node tree. A syntax error is a located
+// ParseSource parses data (YAML or JSON) into a node tree. A syntax error is a located
 // *Error. JSON is read with encoding/json's tokenizer: it is a YAML subset, but the YAML
 // parser is several times slower on it and refuses valid JSON escapes (UTF-16 surrogate
 // pairs such as "\ud83d\udc4d").
@@ -213,7 +213,7 @@ func ranOn(data []byte, le *yaml.LoadError) (line, col int, ok bool) {
 	return 0, 0, false
 }
 
-// externalRefs reports a $ref to another file anywhere in the document.
+// ExternalRefs reports a $ref to another file anywhere in the document.
 func (s *Source) ExternalRefs() bool {
 	found := false
 	walk(s.Root, func(key, n *yaml.Node) {
@@ -224,7 +224,7 @@ func (s *Source) ExternalRefs() bool {
 	return found
 }
 
-// pos is the position of n.
+// Pos is the position of n.
 func (s *Source) Pos(n *yaml.Node) Pos {
 	if n == nil {
 		return Pos{File: s.file}
@@ -232,7 +232,7 @@ func (s *Source) Pos(n *yaml.Node) Pos {
 	return Pos{File: s.file, Line: n.Line, Col: n.Column}
 }
 
-// entry returns the key and value nodes of key in mapping n (nil, nil when absent).
+// Entry returns the key and value nodes of key in mapping n (nil, nil when absent).
 func Entry(n *yaml.Node, key string) (k, v *yaml.Node) {
 	n = Deref(n)
 	if n == nil || n.Kind != yaml.MappingNode {
@@ -246,7 +246,7 @@ func Entry(n *yaml.Node, key string) (k, v *yaml.Node) {
 	return nil, nil
 }
 
-// deref follows YAML aliases.
+// Deref follows YAML aliases.
 func Deref(n *yaml.Node) *yaml.Node {
 	for n != nil && n.Kind == yaml.AliasNode {
 		n = n.Alias
@@ -254,7 +254,7 @@ func Deref(n *yaml.Node) *yaml.Node {
 	return n
 }
 
-// lookup follows keys from the root and returns the key and value nodes of the last one.
+// Lookup follows keys from the root and returns the key and value nodes of the last one.
 func (s *Source) Lookup(keys ...string) (k, v *yaml.Node) {
 	v = s.Root
 	for _, key := range keys {
@@ -300,7 +300,7 @@ func (s *Source) resolvePointer(ref string) (*yaml.Node, bool) {
 	return n, true
 }
 
-// resolve returns n, or what it points to when n is a mapping holding a local $ref (one
+// Resolve returns n, or what it points to when n is a mapping holding a local $ref (one
 // level, as the spec allows for parameters, request bodies and responses).
 func (s *Source) Resolve(n *yaml.Node) *yaml.Node {
 	for range 8 { // a $ref to a $ref: follow a few, never loop
@@ -319,6 +319,7 @@ func (s *Source) Resolve(n *yaml.Node) *yaml.Node {
 
 var pointerUnescaper = strings.NewReplacer("~1", "/", "~0", "~")
 
+// UnescapePointer decodes one reference token of a JSON pointer (RFC 6901: ~1 is /, ~0 is ~).
 func UnescapePointer(tok string) string { return pointerUnescaper.Replace(tok) }
 
 // walk calls f for every node of the tree below n (n included), depth first in file order,

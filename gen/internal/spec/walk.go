@@ -8,7 +8,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 )
 
-// mediaType returns the lower-case type/subtype of a content type, parameters dropped.
+// MediaType returns the lower-case type/subtype of a content type, parameters dropped.
 func MediaType(ct string) string {
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
@@ -17,11 +17,14 @@ func MediaType(ct string) string {
 	return mt
 }
 
+// IsJSON reports whether ct is a JSON media type: application/json or any type/subtype+json.
 func IsJSON(ct string) bool {
 	mt := MediaType(ct)
 	return mt == "application/json" || strings.HasSuffix(mt, "+json")
 }
 
+// SortedKeys returns m's keys in sorted order: every walk of a map that shapes output or
+// messages goes in this order, so that the same input gives the same bytes.
 func SortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -31,7 +34,7 @@ func SortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// forEachOperation calls f for every operation of the document's paths.
+// ForEachOperation calls f for every operation of the document's paths.
 func ForEachOperation(doc *openapi3.T, f func(item *openapi3.PathItem, op *openapi3.Operation)) {
 	if doc.Paths == nil {
 		return
@@ -44,7 +47,7 @@ func ForEachOperation(doc *openapi3.T, f func(item *openapi3.PathItem, op *opena
 	}
 }
 
-// forEachSchema calls f once for every schema the document holds (components, parameters,
+// ForEachSchema calls f once for every schema the document holds (components, parameters,
 // bodies, responses and headers of every operation, and every schema they contain).
 func ForEachSchema(doc *openapi3.T, f func(*openapi3.Schema)) {
 	seen := map[*openapi3.Schema]bool{}
@@ -123,12 +126,13 @@ func ForEachSchema(doc *openapi3.T, f func(*openapi3.Schema)) {
 	})
 }
 
+// HTTPMethods are the keys of a path item that hold an operation (lower case).
 var HTTPMethods = map[string]bool{
 	"get": true, "put": true, "post": true, "delete": true,
 	"options": true, "head": true, "patch": true, "trace": true,
 }
 
-// operationParams returns the parameters of op: the path item's, overridden by the
+// OperationParams returns the parameters of op: the path item's, overridden by the
 // operation's own of the same name and location.
 func OperationParams(item *openapi3.PathItem, op *openapi3.Operation) openapi3.Parameters {
 	var out openapi3.Parameters
@@ -141,7 +145,7 @@ func OperationParams(item *openapi3.PathItem, op *openapi3.Operation) openapi3.P
 	return append(out, op.Parameters...)
 }
 
-// findParam returns the parameter in location in named name (case-insensitively: HTTP
+// FindParam returns the parameter in location in named name (case-insensitively: HTTP
 // header names are), or nil.
 func FindParam(params openapi3.Parameters, in, name string) *openapi3.Parameter {
 	for _, p := range params {
