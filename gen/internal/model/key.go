@@ -15,7 +15,7 @@ import (
 // headerKey resolves the key of a marker (or defaults) that names its header: the
 // operation's declared header parameter of that name (any case) when there is one, else
 // a header idemgen adds, optional.
-func (s *source) headerKey(o *Operation, mk marker.Marker, params openapi3.Parameters, w *warnings, errs *spec.ErrorList) {
+func (s *source) headerKey(o *Operation, mk marker.Marker, params openapi3.Parameters, w *Warnings, errs *spec.ErrorList) {
 	n0 := len(*errs)
 	o.Key.Header = mk.Header.V
 	var decls []*openapi3.Parameter
@@ -320,7 +320,7 @@ func keyQueryParams(params openapi3.Parameters) []string {
 // different cases: the stricter one (required beats optional; then the one with more
 // constraints), its schema completed by the others' constraints where they are stricter
 // (the larger minLength, the smaller maxLength, a pattern or format it lacks).
-func (s *source) mergeCaseDuplicates(o *Operation, mk marker.Marker, decls []*openapi3.Parameter, w *warnings) *openapi3.Parameter {
+func (s *source) mergeCaseDuplicates(o *Operation, mk marker.Marker, decls []*openapi3.Parameter, w *Warnings) *openapi3.Parameter {
 	win := decls[0]
 	for _, d := range decls[1:] {
 		if stricter(d, win) {
@@ -404,7 +404,7 @@ func keySchemaOf(s *openapi3.Schema) KeySchema {
 // queryKeyIgnored notes a query parameter named like the key beside a header or body key:
 // the key is read from one place; the query parameter stays an ordinary one (and part of
 // the fingerprint).
-func (s *source) queryKeyIgnored(o *Operation, mk marker.Marker, queries []string, w *warnings) {
+func (s *source) queryKeyIgnored(o *Operation, mk marker.Marker, queries []string, w *Warnings) {
 	src := "header " + o.Key.Header
 	if o.Key.Body != "" {
 		src = "body " + o.Key.Body

@@ -53,7 +53,7 @@ func specKeyConvention(doc *openapi3.T) keyConvention {
 // header or body property the spec declares named like an idempotency key (several are
 // an error asking for header: or body:); else a header idemgen adds, named by the
 // spec's convention (else Idempotency-Key), optional.
-func (s *source) declaredKey(o *Operation, mk marker.Marker, op *openapi3.Operation, params openapi3.Parameters, conv keyConvention, w *warnings, errs *spec.ErrorList) {
+func (s *source) declaredKey(o *Operation, mk marker.Marker, op *openapi3.Operation, params openapi3.Parameters, conv keyConvention, w *Warnings, errs *spec.ErrorList) {
 	headers := keyHeaderGroups(params)
 	props := bodyKeyCandidates(op)
 	queries := keyQueryParams(params)
@@ -113,7 +113,7 @@ func (s *source) declaredKey(o *Operation, mk marker.Marker, op *openapi3.Operat
 
 // otherKeys notes the places named like an idempotency key that the spec declares
 // besides the one the marker (or the defaults) names: they are not read as the key.
-func otherKeys(o *Operation, mk marker.Marker, op *openapi3.Operation, params openapi3.Parameters, w *warnings) {
+func otherKeys(o *Operation, mk marker.Marker, op *openapi3.Operation, params openapi3.Parameters, w *Warnings) {
 	var others []string
 	for _, g := range keyHeaderGroups(params) {
 		if !strings.EqualFold(g[0].Name, o.Key.Header) {
@@ -249,7 +249,7 @@ func escapePointer(tok string) string {
 // (idempotent by definition), and unmarked operations that change state. Their key
 // reaches the handler as an ordinary parameter or field. An operation marked
 // x-idempotent: false was opted out on purpose, and is left alone.
-func (s *source) unprotectedKeys(doc *openapi3.T, marked []marker.OpMarker, w *warnings) {
+func (s *source) unprotectedKeys(doc *openapi3.T, marked []marker.OpMarker, w *Warnings) {
 	isMarked := map[string]bool{}
 	for _, om := range marked {
 		isMarked[strings.ToUpper(om.Method)+" "+om.Path] = true

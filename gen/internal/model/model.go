@@ -86,7 +86,7 @@ func (s *source) buildModel(doc *openapi3.T, markers []marker.OpMarker, errs *sp
 	return m
 }
 
-func (s *source) buildOperation(om marker.OpMarker, item *openapi3.PathItem, op *openapi3.Operation, conv keyConvention, w *warnings, errs *spec.ErrorList) *Operation {
+func (s *source) buildOperation(om marker.OpMarker, item *openapi3.PathItem, op *openapi3.Operation, conv keyConvention, w *Warnings, errs *spec.ErrorList) *Operation {
 	mk := om.Marker
 	o := &Operation{
 		Method:    strings.ToUpper(om.Method),

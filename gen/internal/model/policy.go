@@ -10,7 +10,7 @@ import (
 
 // Model is what idemgen generates from: every marked operation with its resolved policy,
 // in file order. It holds no Go source; render turns it into code with oapi-codegen's
-// names. Its fields are exported for the template.
+// names (package render); the base (package base) reads the key headers and bodies.
 type Model struct {
 	Ops []*Operation
 	// Unmarked lists operations that x-idempotent-defaults.methods names but that cannot
@@ -18,7 +18,7 @@ type Model struct {
 	Unmarked []SkippedOp
 	// Warnings are idemgen's guesses and the things it leaves alone (keyfind.go), each
 	// also in the policy comment of its operation, or in the generated file's comment.
-	Warnings warnings
+	Warnings Warnings
 }
 
 // SkippedOp is an operation the document defaults would mark but idemgen leaves unmarked.
@@ -91,9 +91,11 @@ type source struct{ *marker.Source }
 // protocolRejections are the statuses the protocol answers with on its own.
 var protocolRejections = []string{"400", "409", "413", "422"}
 
-// warnings collects the generator's warnings: things it generates but guessed.
-type warnings []spec.Error
+// Warnings collects the generator's warnings, each located: things it generates but
+// guessed (the name of an added key header, a header declared twice, a property that may
+// be the key), or leaves alone. Each is also a Note of its operation, when it has one.
+type Warnings []spec.Error
 
-func (w *warnings) add(at spec.Pos, format string, args ...any) {
+func (w *Warnings) add(at spec.Pos, format string, args ...any) {
 	*w = append(*w, spec.Error{Pos: at, Msg: fmt.Sprintf(format, args...)})
 }
