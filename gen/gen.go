@@ -251,7 +251,7 @@ func (opts Options) target() base.Target {
 		ClientOnly: opts.ClientOnly, External: opts.Base == BaseExternal, Version: opts.Version}
 }
 
-// check runs every check of the spec and of its markers (checkSpec), and the one the base
+// check runs every check of the spec and of its markers (model.Check), and the one the base
 // option adds, and builds the model. All errors come back at once, sorted by position.
 func check(s *spec.Spec, opts Options) (*model.Model, error) {
 	var errs spec.ErrorList

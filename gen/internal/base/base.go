@@ -32,7 +32,7 @@ const (
 const (
 	BaseFile       = "oapi.gen.go"
 	IdempotentFile = "idempotent.gen.go"
-	ClientFile     = "client.gen.go" // with Options.Client: IdempotentClient
+	ClientFile     = "client.gen.go" // with gen.Options.Client: IdempotentClient
 )
 
 // Target is what the base and the rendering need of a run's options, defaults applied:
@@ -42,8 +42,8 @@ type Target struct {
 	Spec       string // the spec's path as the user gave it
 	Package    string // Go package name
 	Router     string // a key of routers; "" for a client-only package or an external base whose router is not known yet
-	Client     bool   // the client side too (Options.Client)
-	ClientOnly bool   // no server (Options.ClientOnly)
+	Client     bool   // the client side too (gen.Options.Client)
+	ClientOnly bool   // no server (gen.Options.ClientOnly)
 	External   bool   // the package has oapi-codegen's output already (BaseExternal)
 	Version    string // idemgen's version in the generated headers
 }

@@ -20,7 +20,7 @@ import (
 // what the idempotent layer refers to: StrictServerInterface and each operation's request
 // and response object types, in package pkg; and that no marked operation's JSON request
 // body type lost its JSON methods (see lostBodyJSON). It returns the package's router
-// (see externalRouter; router is Options.Router). With client it must declare
+// (see externalRouter; router is gen.Options.Router). With client it must declare
 // oapi-codegen's client too (ClientWithResponses, each operation's response type); with
 // clientOnly it needs no server.
 func CheckExternal(dir, pkg, router string, ops []codegen.OperationDefinition, marked []*model.Operation, client, clientOnly bool) (string, error) {

@@ -218,7 +218,7 @@ func collectSites(doc *openapi3.T, comps []*component, router string, client boo
 // after the response's name tag (CreateOrder201HALJSONResponseBodyStatus), so that the
 // type is used but never declared; with x-go-type-name both are the one name. A schema
 // reached again (a components/responses entry, and each operation that refers to it)
-// keeps the name the first site gave it (formatBase drops the second, identical
+// keeps the name the first site gave it (Format drops the second, identical
 // declaration oapi-codegen then writes).
 func pinOtherJSON(s *site, otherJSON map[*openapi3.Schema]bool) {
 	if s.inline == nil || !otherJSON[s.inline] {
@@ -682,7 +682,7 @@ func components(doc *openapi3.T) []*component {
 }
 
 // clientNames are declared by oapi-codegen's client templates (client.tmpl,
-// client-with-responses.tmpl) and by ClientFile: with Options.Client no schema may take
+// client-with-responses.tmpl) and by ClientFile: with gen.Options.Client no schema may take
 // them.
 var clientNames = []string{
 	"Client", "ClientInterface", "ClientOption", "NewClient", "WithHTTPClient", "WithRequestEditorFn",
