@@ -183,7 +183,7 @@ func (s *Source) parseMarker(key, n *yaml.Node, name string, allowBool bool, err
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if seen[k.Value] {
-			continue // checkTree reports the duplicate key
+			continue // CheckTree reports the duplicate key
 		}
 		seen[k.Value] = true
 		if !s.parseField(&m, k, v, name, allowBool, errs) {

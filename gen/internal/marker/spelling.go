@@ -78,7 +78,7 @@ func (s *Source) checkKeys(n *yaml.Node, errs *spec.ErrorList) {
 	}
 }
 
-// CheckRefPathItems reports markers that readMarkers could not see: on the operations of a
+// CheckRefPathItems reports markers that ReadMarkers could not see: on the operations of a
 // path item that is a $ref (to another file, or to components/pathItems). Ignoring them
 // would leave a marked operation without idempotency.
 func (s *Source) CheckRefPathItems(doc *openapi3.T, errs *spec.ErrorList) {

@@ -45,8 +45,8 @@ type Operation struct {
 	Timeout   time.Duration // zero: none
 	Wait      time.Duration // zero: a duplicate is answered 409 at once
 	Isolation string        // "" (database default), "serializable", ...
-	// Store is where the keys live: storePostgres (in the business transaction) or
-	// storeRedis (idem/idemredis: no transaction, a weaker guarantee).
+	// Store is where the keys live: marker.StorePostgres (in the business transaction) or
+	// marker.StoreRedis (idem/idemredis: no transaction, a weaker guarantee).
 	Store string
 
 	// FingerprintHeaders are the declared header parameters (spec spelling) that are part

@@ -71,7 +71,7 @@ func Client(opts base.Target, m *model.Model, defs []codegen.OperationDefinition
 	if err := tmpl.ExecuteTemplate(&b, "client.go.tmpl", l); err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", base.ClientFile, err)
 	}
-	// Every import the template may use is listed: formatGo removes the unused ones.
+	// Every import the template may use is listed: base.FormatGo removes the unused ones.
 	out, err := base.FormatGo(base.ClientFile, b.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("formatting %s: %w\n%s", base.ClientFile, err, b.Bytes())

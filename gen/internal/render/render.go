@@ -93,7 +93,7 @@ func Layer(opts base.Target, m *model.Model, ops []codegen.OperationDefinition) 
 	if err := tmpl.ExecuteTemplate(&b, "idempotent.go.tmpl", l); err != nil {
 		return nil, fmt.Errorf("rendering %s: %w", base.IdempotentFile, err)
 	}
-	// Every import the template may use is listed: formatGo removes the unused ones.
+	// Every import the template may use is listed: base.FormatGo removes the unused ones.
 	out, err := base.FormatGo(base.IdempotentFile, b.Bytes())
 	if err != nil {
 		return nil, fmt.Errorf("formatting %s: %w\n%s", base.IdempotentFile, err, b.Bytes())

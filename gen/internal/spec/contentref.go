@@ -101,7 +101,7 @@ func isContentMap(n *yaml.Node) bool {
 
 // CheckContentRefs reports every content $ref idemgen cannot resolve: one that names no
 // content map (for content itself) or no media type object (for a media type) of this
-// document. A local $ref that names nothing is checkTree's.
+// document. A local $ref that names nothing is CheckTree's.
 func (s *Source) CheckContentRefs(errs *ErrorList) {
 	for _, c := range s.contentRefs() {
 		if c.target != nil {
@@ -109,7 +109,7 @@ func (s *Source) CheckContentRefs(errs *ErrorList) {
 		}
 		_, ok := s.resolveLocal(c.ref.Value)
 		if !ok && strings.HasPrefix(c.ref.Value, "#") {
-			continue // checkTree: does not resolve
+			continue // CheckTree: does not resolve
 		}
 		switch {
 		case !ok:

@@ -52,7 +52,7 @@ func ParseSource(file string, data []byte) (*Source, error) {
 }
 
 // jsonTree builds the node tree of a JSON document from encoding/json's tokens, with
-// positions (byte columns). Keys given twice are kept, for checkTree to report.
+// positions (byte columns). Keys given twice are kept, for CheckTree to report.
 func jsonTree(file string, data []byte) (*yaml.Node, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
@@ -342,7 +342,7 @@ func walk(n *yaml.Node, f func(key, n *yaml.Node)) {
 	visit(nil, n)
 }
 
-// jsonText reports whether data is read as JSON (parseSource): its first byte past
+// jsonText reports whether data is read as JSON (ParseSource): its first byte past
 // whitespace opens an object.
 func jsonText(data []byte) bool {
 	t := bytes.TrimLeft(data, " \t\r\n")
