@@ -5,29 +5,34 @@
 //
 // # Pipeline
 //
-// [Generate] is one pipeline, a step per file:
+// [Generate] is one pipeline, a step per package (gen/internal/...), each importing only
+// the steps before it, so that the compiler keeps the pipeline one-way (gen/ARCHITECTURE.md
+// in the repository):
 //
-//  1. load (load.go, source.go, jsondoc.go, contentref.go): the spec file as a node
-//     tree, for positions (JSON is read with encoding/json's tokenizer, YAML with
-//     go.yaml.in/yaml/v4), and as kin-openapi's document (external $refs to local files
-//     only; a bundler's content $refs resolved). A JSON document is decoded from the
-//     node tree (kin-openapi's loader would parse the file again, with a peak heap four
-//     times the tree's); YAML and JSON with $refs to other files go through the loader.
-//  2. check (check.go, marker.go, model.go, key.go, keyfind.go): every check of the run,
-//     reported at once as an [ErrorList] of FILE:LINE:COL errors: the document itself
-//     (duplicate keys, local $refs, path templates against their path parameters), then
-//     the markers, then each marker against the operation it marks, and the key each
-//     operation declares. The result is the typed model, and the warnings.
-//  3. names (rewrite.go, names.go): the loaded document is rewritten, in memory, into the
-//     one the base is generated from (see "The base" below).
-//  4. base (base.go, router.go): oapi-codegen v2 as a library (models, the router's
-//     server, strict server), once, serialised (it keeps package-level state); a panic
-//     inside it becomes an error.
-//  5. render (render.go): templates/idempotent.go.tmpl renders the idempotent layer from
-//     the model and oapi-codegen's operation definitions (so the Go names agree); with
-//     Options.Client, client.go renders templates/client.go.tmpl the same way. Then
-//     idemgen formats the base once: the largest text of the run, parsed in place and
-//     printed after the operation definitions are gone.
+//  1. spec: the spec file as a node tree, for positions (JSON is read with
+//     encoding/json's tokenizer, YAML with go.yaml.in/yaml/v4), and as kin-openapi's
+//     document (external $refs to local files only; a bundler's content $refs
+//     resolved). A JSON document is decoded from the node tree (kin-openapi's loader
+//     would parse the file again, with a peak heap four times the tree's); YAML and JSON
+//     with $refs to other files go through the loader. Then the checks of the document
+//     itself (duplicate keys, local $refs, path templates against their path
+//     parameters). Every check of the run is reported at once, as an [ErrorList] of
+//     FILE:LINE:COL errors.
+//  2. marker: the markers and x-idempotent-defaults as written, each field located, and
+//     the spelling of the extensions' names.
+//  3. model: each marker against the operation it marks, and the key each operation
+//     declares, into the typed model of every operation's policy, and the warnings. The
+//     model stands alone: nothing of it needs oapi-codegen.
+//  4. base: the loaded document is rewritten, in memory, into the one the base is
+//     generated from (see "The base" below), then oapi-codegen v2 as a library (models,
+//     the router's server, strict server), once, serialised (it keeps package-level
+//     state); a panic inside it becomes an error.
+//  5. render: templates/idempotent.go.tmpl renders the idempotent layer from the model
+//     and oapi-codegen's operation definitions (so the Go names agree); with
+//     Options.Client, templates/client.go.tmpl renders the client the same way; and the
+//     spec file. Then idemgen formats the base once: the largest text of the run, parsed
+//     in place and printed after the operation definitions are gone.
+//  6. genfs: the file system, below.
 //
 // Writing goes through a [FileSystem]: [Dir] writes (atomically, by rename), [Check]
 // compares and records the differences (-check). [Emit] also removes an oapi.gen.go that
@@ -94,8 +99,9 @@
 // oapi-codegen writes into the base (-router): RouterStdHTTP (net/http's ServeMux, the
 // default), RouterChi (github.com/go-chi/chi/v5), RouterEcho (github.com/labstack/echo/v4)
 // or RouterGin (github.com/gin-gonic/gin). It changes the base's server, the names no
-// schema may take (names.go: RegisterHandlers, EchoRouter, GinServerOptions, ...), and
-// the wiring the doc comment of NewIdempotentStrictServer shows:
+// schema may take (internal/base/names.go: RegisterHandlers, EchoRouter,
+// GinServerOptions, ...), and the wiring the doc comment of NewIdempotentStrictServer
+// shows:
 //
 //   - std-http and chi: NewStrictHandlerWithOptions with store.RequestErrorHandler and
 //     idem.ResponseErrorHandler, then HandlerWithOptions with store.RequestErrorHandler
@@ -296,15 +302,15 @@
 //     body key would see {}. The body of a $ref is an alias, with the methods. A schema
 //     several operations share (a components/requestBodies entry) moves once, named
 //     after the first operation. Form and multipart bodies are not moved (the methods
-//     are JSON's) (methodbodies.go). With -base=external nothing can be moved: a marked
+//     are JSON's) (internal/base). With -base=external nothing can be moved: a marked
 //     operation whose body type in the package lost the methods is an error at its
-//     marker (external.go); output whose body types forward them passes.
+//     marker (internal/base); output whose body types forward them passes.
 //   - Bundler output that is not OpenAPI, content: {$ref: '#/components/mediaTypes/X'}
 //     where a content map belongs, is resolved when the $ref names a content map of the
 //     document (media type → media type object), and so is OpenAPI 3.2's $ref per media
 //     type (application/json: {$ref: ...}) when it names a media type object (which
 //     kin-openapi's 3.0/3.1 model would drop): kin-openapi loads the document with them
-//     inlined (contentref.go). Schemas, examples and extensions are not searched: a
+//     inlined (internal/spec). Schemas, examples and extensions are not searched: a
 //     schema property named content is data.
 //
 // # Errors

@@ -2,41 +2,16 @@ package gen
 
 import (
 	"errors"
-	"fmt"
-	"slices"
-	"sort"
 	"strings"
+
+	"github.com/idemgen/idemgen/gen/internal/spec"
 )
 
 // Pos is a position in a spec file. Line and Col are 1-based; zero means unknown.
-type Pos struct {
-	File string
-	Line int
-	Col  int
-}
-
-func (p Pos) String() string {
-	switch {
-	case p.Line > 0 && p.Col > 0:
-		return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
-	case p.Line > 0:
-		return fmt.Sprintf("%s:%d", p.File, p.Line)
-	}
-	return p.File
-}
+type Pos = spec.Pos
 
 // Error is a spec error with its location. Error() is "file:line:col: message".
-type Error struct {
-	Pos Pos
-	Msg string
-}
-
-func (e *Error) Error() string {
-	if e.Pos.File == "" {
-		return e.Msg
-	}
-	return e.Pos.String() + ": " + e.Msg
-}
+type Error = spec.Error
 
 // ErrorList is every error found in a spec, in file order. It implements error; use
 // errors.As to get at the list.
@@ -53,43 +28,28 @@ func (l ErrorList) Error() string {
 	return b.String()
 }
 
-func (l *ErrorList) add(p Pos, format string, args ...any) {
-	*l = append(*l, &Error{Pos: p, Msg: fmt.Sprintf(format, args...)})
-}
-
-// err returns the list sorted by position (then message) without repeats, or nil when it
-// is empty. Repeats come from x-idempotent-defaults: each operation that inherits a bad
-// value reports it at the same place.
-func (l *ErrorList) err() error {
-	if len(*l) == 0 {
-		return nil
-	}
-	sort.SliceStable(*l, func(i, j int) bool {
-		a, b := (*l)[i].Pos, (*l)[j].Pos
-		if a.File != b.File {
-			return a.File < b.File
-		}
-		if a.Line != b.Line {
-			return a.Line < b.Line
-		}
-		if a.Col != b.Col {
-			return a.Col < b.Col
-		}
-		return (*l)[i].Msg < (*l)[j].Msg
-	})
-	*l = slices.CompactFunc(*l, func(a, b *Error) bool { return *a == *b })
-	return *l
-}
-
 // Errors returns the located errors in err (an ErrorList or *Error), or nil.
 func Errors(err error) []*Error {
 	var l ErrorList
 	if errors.As(err, &l) {
 		return l
 	}
+	var sl spec.ErrorList
+	if errors.As(err, &sl) {
+		return sl
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return []*Error{e}
 	}
 	return nil
+}
+
+// located returns err with the steps' error list (spec.ErrorList, the same errors) as
+// an ErrorList, the type callers ask errors.As for; any other error as it is.
+func located(err error) error {
+	if l, ok := err.(spec.ErrorList); ok {
+		return ErrorList(l)
+	}
+	return err
 }

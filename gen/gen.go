@@ -6,6 +6,12 @@ import (
 	"go/token"
 	"runtime/debug"
 	"strings"
+
+	"github.com/idemgen/idemgen/gen/internal/base"
+	"github.com/idemgen/idemgen/gen/internal/genfs"
+	"github.com/idemgen/idemgen/gen/internal/model"
+	"github.com/idemgen/idemgen/gen/internal/render"
+	"github.com/idemgen/idemgen/gen/internal/spec"
 )
 
 // Base modes.
@@ -20,6 +26,33 @@ const (
 	IdempotentFile = "idempotent.gen.go"
 	ClientFile     = "client.gen.go" // with Options.Client: IdempotentClient
 )
+
+// SpecFile is the generated file that carries the spec (OpenAPI()).
+const SpecFile = "spec.gen.go"
+
+// OapiCodegenVersion is the oapi-codegen release that generates the base.
+const OapiCodegenVersion = "v2.8.2"
+
+// Extension names read from the spec.
+const (
+	// MarkerExt marks an operation idempotent.
+	MarkerExt = "x-idempotent"
+	// DefaultsExt, at the document root, holds defaults for every marker's fields.
+	DefaultsExt = "x-idempotent-defaults"
+)
+
+// Routers: the HTTP server oapi-codegen writes into the base, around its strict server.
+// The idempotent layer is the same for each: it implements StrictServerInterface, whose
+// responses write to an http.ResponseWriter whatever the router.
+const (
+	RouterStdHTTP = "std-http" // net/http's ServeMux (the default)
+	RouterChi     = "chi"      // github.com/go-chi/chi/v5
+	RouterEcho    = "echo"     // github.com/labstack/echo/v4
+	RouterGin     = "gin"      // github.com/gin-gonic/gin
+)
+
+// Routers lists the routers idemgen writes a base for, the default first.
+var Routers = []string{RouterStdHTTP, RouterChi, RouterEcho, RouterGin}
 
 // Options says what to generate.
 type Options struct {
@@ -52,10 +85,7 @@ type Options struct {
 }
 
 // File is one generated file.
-type File struct {
-	Name string // base name, within the output directory
-	Data []byte
-}
+type File = genfs.File
 
 // Version is the idemgen version for the generated header: the module's release tag when
 // built from a tagged module (go tool / go run pkg@vX), else "(devel)". Pseudo-versions and
@@ -87,25 +117,34 @@ func Version() string {
 }
 
 // Generate reads the spec and returns the files to write, sorted by name. It is one
-// pipeline, a step per file:
+// pipeline, a step per package (gen/internal/...):
 //
-//	load    (load.go)    the file as a node tree (positions) and as kin-openapi's document
-//	check   (check.go)   the spec itself, then the markers (marker.go) against the
-//	model   (model.go)   operations they mark, into the typed model; every error of the
-//	                     run is reported at once, as an ErrorList of located errors
-//	names   (rewrite.go, names.go) the document rewritten for the base: unique, valid Go
-//	                     names, the key headers, what oapi-codegen cannot generate
-//	base    (base.go)    oapi-codegen, once
-//	render  (render.go)  the idempotent layer from the model and oapi-codegen's names,
-//	        (spec.go)    and the spec file: the spec embedded, OpenAPI() parses it once
+//	spec    the file as a node tree (positions) and as kin-openapi's document, and the
+//	        document's own checks
+//	marker  the markers as written, each field located
+//	model   each marker against the operation it marks, into the typed model; every
+//	        error of the run is reported at once, as an ErrorList of located errors
+//	base    the document rewritten for the base (unique, valid Go names, the key
+//	        headers, what oapi-codegen cannot generate), then oapi-codegen, once
+//	render  the idempotent layer and the client from the model and oapi-codegen's
+//	        names, and the spec file: the spec embedded, OpenAPI() parses it once
 //
 // Writing is [Emit]'s, through a [FileSystem].
 func Generate(opts Options) ([]File, error) {
+	files, err := generate(opts)
+	if err != nil {
+		return nil, located(err)
+	}
+	return files, nil
+}
+
+// generate is Generate, its located errors as the steps return them (spec.ErrorList).
+func generate(opts Options) ([]File, error) {
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	s, err := load(opts.Spec)
+	s, err := spec.Load(opts.Spec)
 	if err != nil {
 		return nil, err
 	}
@@ -128,33 +167,35 @@ func Generate(opts Options) ([]File, error) {
 	if len(m.Ops) == 0 && opts.Warnf != nil {
 		opts.Warnf("%s: no operation is marked %s: the idempotent layer passes every operation through", opts.Spec, MarkerExt)
 	}
-	specCode, err := renderSpec(opts, s) // before the base step rewrites s.doc
+	t := opts.target()
+	specCode, err := render.Spec(t, s) // before the base step rewrites s.doc
 	if err != nil {
 		return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
 	}
-	b, err := generateBase(s.doc, m, opts, s.src.externalRefs())
+	b, err := base.Generate(s.Doc, m, t, s.Src.ExternalRefs())
 	if err != nil {
 		return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
 	}
 	if opts.Base == BaseExternal {
-		if opts.Router, err = checkExternalBase(opts.Dir, opts.Package, opts.Router, b.ops, m.Ops, opts.Client, opts.ClientOnly); err != nil {
+		if opts.Router, err = base.CheckExternal(opts.Dir, opts.Package, opts.Router, b.Ops, m.Ops, opts.Client, opts.ClientOnly); err != nil {
 			return nil, err
 		}
+		t.Router = opts.Router
 	}
 	// The idempotent layer and the client first: they are all that needs oapi-codegen's
 	// operations, which can go before the base, the largest file, is parsed and printed.
 	var client, layer []byte
 	var renderErr error
 	if opts.Client {
-		client, renderErr = renderClient(opts, m, b.ops)
+		client, renderErr = render.Client(t, m, b.Ops)
 	}
 	if !opts.ClientOnly && renderErr == nil { // a client-only package has no server: no layer, no spec to validate with
-		layer, renderErr = render(opts, m, b.ops)
+		layer, renderErr = render.Layer(t, m, b.Ops)
 	}
-	b.ops = nil
+	b.Ops = nil
 	var files []File
 	if opts.Base == BaseOapiCodegen {
-		code, err := formatBase(&b, opts)
+		code, err := base.Format(&b, t)
 		if err != nil {
 			return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
 		}
@@ -186,7 +227,7 @@ func (opts Options) withDefaults() (Options, error) {
 	default:
 		return opts, fmt.Errorf("unknown base %q (want %s or %s)", opts.Base, BaseOapiCodegen, BaseExternal)
 	}
-	if err := checkRouter(opts.Router); err != nil {
+	if err := base.CheckRouter(opts.Router); err != nil {
 		return opts, err
 	}
 	if opts.ClientOnly {
@@ -204,31 +245,28 @@ func (opts Options) withDefaults() (Options, error) {
 	return opts, nil
 }
 
-// check runs every check of the spec and of its markers, and builds the model. All
-// errors come back at once, sorted by position.
-func check(s *spec, opts Options) (*model, error) {
-	var errs ErrorList
-	s.src.checkTree(&errs)
-	s.src.checkPathTemplates(&errs)
-	s.src.checkContentRefs(&errs)
-	s.src.checkSpelling(&errs)
-	_, markers := s.src.readMarkers(&errs)
-	if s.loadErr != nil {
-		if len(errs) == 0 { // an error we located ourselves is the clearer one
-			errs = append(errs, s.loadErr.(*Error))
-		}
-		return nil, errs.err()
+// target is what the base and the rendering need of opts (after withDefaults).
+func (opts Options) target() base.Target {
+	return base.Target{Spec: opts.Spec, Package: opts.Package, Router: opts.Router, Client: opts.Client,
+		ClientOnly: opts.ClientOnly, External: opts.Base == BaseExternal, Version: opts.Version}
+}
+
+// check runs every check of the spec and of its markers (model.Check), and the one the base
+// option adds, and builds the model. All errors come back at once, sorted by position.
+func check(s *spec.Spec, opts Options) (*model.Model, error) {
+	var errs spec.ErrorList
+	m := model.Check(s, &errs)
+	if m == nil {
+		return nil, errs.Err()
 	}
-	s.src.checkRefPathItems(s.doc, &errs)
-	m := s.src.buildModel(s.doc, markers, &errs)
 	if opts.Base == BaseExternal {
 		for _, o := range m.Ops {
 			if o.Key.Header != "" && !o.Key.Declared {
-				errs.add(o.Pos, "%s: with -base=%s the spec must declare the key header parameter %s (in: header): the package's oapi-codegen output has no field for it otherwise", MarkerExt, BaseExternal, o.Key.Header)
+				errs.Add(o.Pos, "%s: with -base=%s the spec must declare the key header parameter %s (in: header): the package's oapi-codegen output has no field for it otherwise", MarkerExt, BaseExternal, o.Key.Header)
 			}
 		}
 	}
-	if err := errs.err(); err != nil {
+	if err := errs.Err(); err != nil {
 		return nil, err
 	}
 	return m, nil

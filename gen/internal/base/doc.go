@@ -1,0 +1,21 @@
+// Package base is the fourth step of idemgen's generator (package gen): oapi-codegen's
+// output, the base the idempotent layer stands on. Before oapi-codegen runs it rewrites the
+// loaded document (spec.Spec.Doc, in memory) so that every valid spec gets a base that
+// compiles (names.go, rewrite.go, methodbodies.go: unique, valid Go names, the key
+// headers, what oapi-codegen cannot generate; gen's package doc, "The base", lists the
+// rules); then it runs oapi-codegen v2 as a library, once, serialised (its pkg/codegen
+// keeps package-level state: codegenstate.go), and formats the result once (Format).
+// With -base=external it runs no generator: CheckExternal reads the package's own
+// oapi-codegen output instead.
+//
+// Generate gives the base's text and oapi-codegen's operation definitions, whose Go names
+// the rendering (package render) uses. Target is what this step and the rendering take of
+// the run's options.
+//
+// It imports spec, marker and model (the pipeline's one-way rule: gen/ARCHITECTURE.md).
+//
+// Files, from the bottom up: router.go (the routers oapi-codegen serves), codegenstate.go
+// (oapi-codegen's package state), names.go (every Go name the base declares, collisions
+// resolved), methodbodies.go, rewrite.go (the document rewritten for the base), base.go
+// (Generate, Format), external.go (-base=external).
+package base

@@ -1,0 +1,361 @@
+package base
+
+import (
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/idemgen/idemgen/gen/internal/model"
+	"github.com/idemgen/idemgen/gen/internal/spec"
+	"github.com/oapi-codegen/oapi-codegen/v2/pkg/codegen"
+)
+
+// prepareBase rewrites doc, in memory, into the document the base is generated from, so
+// that every valid spec gets a base that compiles (doc.go, "The base", lists each rule).
+// The spec file is never changed, and the markers were read before. With an external
+// base the key headers stay as the spec declares them: the package's own oapi-codegen
+// output has them so. router is the base's server, whose names no schema may take ("" for
+// an external base whose server is not known yet). It returns the operations as
+// oapi-codegen defines them (see resolveNames). With client, the names of oapi-codegen's
+// client are reserved too.
+func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, client bool) ([]codegen.OperationDefinition, error) {
+	doc.Webhooks = nil // OpenAPI 3.1 webhooks are requests the service sends, not serves
+	for _, o := range m.Ops {
+		if o.Key.Header != "" && !external {
+			keyHeader(doc, o)
+		}
+	}
+	uniqueOperationIDs(doc)
+	spec.ForEachOperation(doc, func(item *openapi3.PathItem, op *openapi3.Operation) {
+		op.Callbacks = nil // requests the service sends, like webhooks
+		uniqueParamNames(spec.OperationParams(item, op))
+		if op.Responses != nil {
+			for code, r := range op.Responses.Map() {
+				bodylessResponse(code, r)
+			}
+		}
+	})
+	if doc.Components != nil {
+		for _, r := range doc.Components.Responses {
+			bodylessResponse("", r)
+		}
+	}
+	if !external {
+		if err := componentMethodBodies(doc); err != nil {
+			return nil, err
+		}
+	}
+	spec.ForEachSchema(doc, func(s *openapi3.Schema) {
+		normalizeAllOf(s)
+		dropUnmappedDiscriminator(s)
+		uniqueFieldNames(s)
+		enumOfStrings(s)
+	})
+	return resolveNames(doc, router, client)
+}
+
+// keyHeader makes the key header of o an optional string header of the operation in the
+// base: added when the spec does not declare it, and replacing the declared one
+// otherwise (its format, pattern and required-ness are the protocol's to enforce, with a
+// problem+json 400; the handler reads the raw value).
+func keyHeader(doc *openapi3.T, o *model.Operation) {
+	item := doc.Paths.Value(o.Path)
+	op := item.Operations()[o.Method]
+	desc := "Idempotency key of the request (added by idemgen)."
+	if declared := spec.FindParam(spec.OperationParams(item, op), openapi3.ParameterInHeader, o.Key.Header); declared != nil {
+		desc = declared.Description
+	}
+	op.Parameters = slices.DeleteFunc(op.Parameters, func(p *openapi3.ParameterRef) bool {
+		return p.Value != nil && p.Value.In == openapi3.ParameterInHeader && strings.EqualFold(p.Value.Name, o.Key.Header)
+	})
+	p := openapi3.NewHeaderParameter(o.Key.Header).WithSchema(openapi3.NewStringSchema()).WithDescription(desc)
+	op.Parameters = append(op.Parameters, &openapi3.ParameterRef{Value: p})
+}
+
+// uniqueOperationIDs gives operations whose ids differ only in case or punctuation
+// ("createPet", "CreatePet", "create_pet": all CreatePet in Go) distinct Go names: the one
+// spelled like its Go name, else the first by id, keeps it; the others get createPet2,
+// create_pet3 (the stored operation name, Policy.Operation, stays the spec's id).
+func uniqueOperationIDs(doc *openapi3.T) {
+	groups := map[string][]*openapi3.Operation{}
+	spec.ForEachOperation(doc, func(_ *openapi3.PathItem, op *openapi3.Operation) {
+		if op.OperationID != "" {
+			g := codegen.SchemaNameToTypeName(op.OperationID)
+			groups[g] = append(groups[g], op)
+		}
+	})
+	taken := map[string]bool{}
+	for g := range groups {
+		taken[g] = true
+	}
+	for _, g := range spec.SortedKeys(groups) {
+		ops := groups[g]
+		if len(ops) < 2 {
+			continue
+		}
+		sort.SliceStable(ops, func(i, j int) bool {
+			if (ops[i].OperationID == g) != (ops[j].OperationID == g) {
+				return ops[i].OperationID == g
+			}
+			return ops[i].OperationID < ops[j].OperationID
+		})
+		for _, op := range ops[1:] {
+			for n := 2; ; n++ {
+				id := op.OperationID + strconv.Itoa(n)
+				if name := codegen.SchemaNameToTypeName(id); !taken[name] {
+					taken[name], op.OperationID = true, id
+					break
+				}
+			}
+		}
+	}
+}
+
+// uniqueParamNames gives the query, header and cookie parameters of one operation
+// distinct Go field names (x-go-name). "StartTime", "StartTime<" and "StartTime>" are all
+// StartTime to oapi-codegen: a name with comparison operators spells them
+// (StartTimeLt, StartTimeGt; "<=" is LtEq), whatever the order of declaration, and the
+// plain name keeps StartTime. Other collisions ("created_at", "createdAt") number all but
+// the first: CreatedAt2.
+func uniqueParamNames(params openapi3.Parameters) {
+	groups := map[string][]*openapi3.Parameter{}
+	var order []string
+	for _, p := range params {
+		v := p.Value
+		if v == nil || v.In == openapi3.ParameterInPath {
+			continue
+		}
+		g := paramGoName(v)
+		if len(groups[g]) == 0 {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], v)
+	}
+	taken := map[string]bool{}
+	for _, g := range order {
+		taken[g] = true
+	}
+	for _, g := range order {
+		members := groups[g]
+		if len(members) < 2 {
+			continue
+		}
+		// Plain names first, in declaration order: the first keeps g.
+		sort.SliceStable(members, func(i, j int) bool {
+			return operatorSuffix(members[i].Name) == "" && operatorSuffix(members[j].Name) != ""
+		})
+		for _, v := range members[1:] {
+			alt := g + operatorSuffix(v.Name)
+			if alt == g || taken[alt] {
+				alt = freeName(g, taken)
+			}
+			taken[alt] = true
+			if v.Extensions == nil {
+				v.Extensions = map[string]any{}
+			}
+			v.Extensions["x-go-name"] = alt
+		}
+	}
+}
+
+// enumOfStrings drops the format of a string enum whose format oapi-codegen maps to a Go
+// type that is not a string (format: date is openapi_types.Date, date-time time.Time,
+// uuid openapi_types.UUID, ...): it cannot declare the enum's constants in such a type
+// ("2023-09-01" is no Date constant) and refuses the spec. The enum becomes a string type
+// with its constants; the JSON is the same string.
+func enumOfStrings(s *openapi3.Schema) {
+	if len(s.Enum) == 0 || s.Format == "" || !s.Type.Is(openapi3.TypeString) || s.Extensions["x-go-type"] != nil {
+		return
+	}
+	gs, err := codegen.GenerateGoSchema(&openapi3.SchemaRef{Value: s}, []string{"Enum"})
+	if err == nil && gs.GoType != "string" {
+		s.Format = ""
+	}
+}
+
+// uniqueFieldNames gives the properties of one object schema distinct Go field names
+// (x-go-name next to the property): "isGlobal" and "is_global" are both IsGlobal to
+// oapi-codegen. A property whose x-go-name the spec sets keeps its name, then the first in
+// oapi-codegen's field order (x-order, then name); the others get IsGlobal2, IsGlobal3.
+func uniqueFieldNames(s *openapi3.Schema) {
+	if len(s.Properties) < 2 {
+		return
+	}
+	groups := map[string][]string{}
+	for _, name := range codegen.SortedSchemaKeys(s.Properties) {
+		if s.Properties[name] == nil {
+			return // oapi-codegen refuses the schema before naming its fields
+		}
+		g := fieldGoName(name, s.Properties[name])
+		groups[g] = append(groups[g], name)
+	}
+	if len(groups) == len(s.Properties) {
+		return
+	}
+	taken := map[string]bool{}
+	for g := range groups {
+		taken[g] = true
+	}
+	for _, g := range spec.SortedKeys(groups) {
+		members := groups[g]
+		if len(members) < 2 {
+			continue
+		}
+		sort.SliceStable(members, func(i, j int) bool {
+			return hasGoName(s.Properties[members[i]]) && !hasGoName(s.Properties[members[j]])
+		})
+		for _, name := range members[1:] {
+			p := s.Properties[name]
+			if p.Extensions == nil {
+				p.Extensions = map[string]any{}
+			}
+			p.Extensions["x-go-name"] = freeName(g, taken)
+		}
+	}
+}
+
+// fieldGoName is the Go field name oapi-codegen gives the property name: its x-go-name
+// (next to a $ref, else the schema's own), else its name, made a Go name.
+func fieldGoName(name string, p *openapi3.SchemaRef) string {
+	if n, ok := p.Extensions["x-go-name"].(string); ok && n != "" {
+		return codegen.SchemaNameToTypeName(n)
+	}
+	if p.Value != nil {
+		if n, ok := p.Value.Extensions["x-go-name"].(string); ok && n != "" {
+			return codegen.SchemaNameToTypeName(n)
+		}
+	}
+	return codegen.SchemaNameToTypeName(name)
+}
+
+func hasGoName(p *openapi3.SchemaRef) bool {
+	_, own := p.Extensions["x-go-name"]
+	return own || p.Value != nil && p.Value.Extensions["x-go-name"] != nil
+}
+
+// paramGoName is the Go field name oapi-codegen gives a parameter.
+func paramGoName(v *openapi3.Parameter) string {
+	name := v.Name
+	if n, ok := v.Extensions["x-go-name"].(string); ok && n != "" {
+		name = n
+	}
+	return codegen.SchemaNameToTypeName(name)
+}
+
+var operatorWords = map[rune]string{'<': "Lt", '>': "Gt", '=': "Eq", '!': "Not"}
+
+// operatorSuffix spells the comparison operators of a parameter name: "StartTime<=" →
+// "LtEq"; "" when it has none.
+func operatorSuffix(name string) string {
+	var b strings.Builder
+	for _, r := range name {
+		b.WriteString(operatorWords[r])
+	}
+	return b.String()
+}
+
+// bodylessResponse fixes response content that oapi-codegen would declare as an interface
+// type (a JSON media type with no schema, or an empty one): methods cannot be declared on
+// it. A status that has no body (204, 205, 304) loses the content; any other gets the
+// schema json.RawMessage, so the handler returns raw JSON.
+func bodylessResponse(code string, r *openapi3.ResponseRef) {
+	if r == nil || r.Value == nil {
+		return
+	}
+	noBody := code == "204" || code == "205" || code == "304"
+	for ct, mt := range r.Value.Content {
+		if mt == nil || !spec.IsJSON(ct) || (mt.Schema != nil && !isAnySchema(mt.Schema.Value)) {
+			continue
+		}
+		if noBody {
+			delete(r.Value.Content, ct)
+			continue
+		}
+		// encoding/json is among the base's imports already.
+		mt.Schema = &openapi3.SchemaRef{Value: &openapi3.Schema{Extensions: map[string]any{"x-go-type": "json.RawMessage"}}}
+	}
+	if noBody && len(r.Value.Content) == 0 {
+		r.Value.Content = nil
+	}
+}
+
+// isAnySchema reports a schema that constrains nothing (oapi-codegen: interface{}).
+func isAnySchema(s *openapi3.Schema) bool {
+	return s == nil || (s.Type.IsEmpty() && len(s.Properties) == 0 && s.AdditionalProperties.Schema == nil &&
+		s.AdditionalProperties.Has == nil && len(s.AllOf)+len(s.OneOf)+len(s.AnyOf) == 0 && s.Items == nil &&
+		len(s.Enum) == 0 && s.Const == nil && s.Extensions["x-go-type"] == nil)
+}
+
+// normalizeAllOf clears, on the members of an allOf, the keywords that do not shape the
+// Go type but that oapi-codegen refuses to merge when they differ (readOnly, writeOnly,
+// allowEmptyValue, uniqueItems, exclusiveMinimum/Maximum, default). Members are replaced
+// by copies, so a component used elsewhere keeps its keywords there.
+func normalizeAllOf(s *openapi3.Schema) {
+	if len(s.AllOf) == 0 || (len(s.AllOf) == 1 && !hasSiblings(s)) {
+		return
+	}
+	for i, m := range s.AllOf {
+		if m == nil || m.Value == nil || !hasMergeFlags(m.Value) {
+			continue
+		}
+		c := *m.Value
+		clearMergeFlags(&c)
+		s.AllOf[i] = &openapi3.SchemaRef{Ref: m.Ref, Extensions: m.Extensions, Value: &c}
+	}
+	if hasSiblings(s) {
+		clearMergeFlags(s) // oapi-codegen merges the parent as a member too
+	}
+}
+
+func hasSiblings(s *openapi3.Schema) bool {
+	return len(s.Properties) > 0 || len(s.Required) > 0 || s.AdditionalProperties.Schema != nil || s.AdditionalProperties.Has != nil
+}
+
+func hasMergeFlags(s *openapi3.Schema) bool {
+	return s.ReadOnly || s.WriteOnly || s.AllowEmptyValue || s.UniqueItems || s.Default != nil ||
+		s.ExclusiveMin.IsSet() || s.ExclusiveMax.IsSet()
+}
+
+func clearMergeFlags(s *openapi3.Schema) {
+	s.ReadOnly, s.WriteOnly, s.AllowEmptyValue, s.UniqueItems, s.Default = false, false, false, false, nil
+	s.ExclusiveMin, s.ExclusiveMax = openapi3.ExclusiveBound{}, openapi3.ExclusiveBound{}
+}
+
+// dropUnmappedDiscriminator removes a discriminator oapi-codegen cannot map to every member
+// of its oneOf/anyOf (inline members, members sharing a name): the union is then generated
+// without its discriminator accessors. The JSON it reads and writes is the same.
+func dropUnmappedDiscriminator(s *openapi3.Schema) {
+	d := s.Discriminator
+	if d == nil {
+		return
+	}
+	for _, members := range []openapi3.SchemaRefs{s.OneOf, s.AnyOf} {
+		keys := map[string]bool{}
+		n := 0
+		for _, m := range members {
+			if m == nil || m.Value == nil || m.Value.Type.Is(openapi3.TypeNull) {
+				continue
+			}
+			n++
+			if m.Ref == "" && len(d.Mapping) > 0 {
+				s.Discriminator = nil
+				return
+			}
+			mapped := false
+			for k, v := range d.Mapping {
+				if v.Ref == m.Ref {
+					keys[k], mapped = true, true
+				}
+			}
+			if !mapped {
+				keys[m.Ref[strings.LastIndexByte(m.Ref, '/')+1:]] = true
+			}
+		}
+		if len(keys) < n {
+			s.Discriminator = nil
+			return
+		}
+	}
+}

@@ -1,0 +1,146 @@
+package spec
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v4"
+)
+
+// This file holds the checks of the spec itself, run before the markers are read: what
+// kind of document it is, duplicate keys, local $refs, and path templates against their
+// declared path parameters. Each adds located errors to errs; none stops the others.
+
+// checkVersion rejects documents that are not OpenAPI 3.0 or 3.1 (Swagger 2.0, other
+// YAML). Its error is fatal: nothing else is worth checking in such a document.
+func (s *Source) checkVersion() error {
+	_, v := s.Lookup("openapi")
+	if v == nil {
+		if k, sv := s.Lookup("swagger"); sv != nil {
+			return &Error{Pos: s.Pos(k), Msg: fmt.Sprintf("swagger %q: a Swagger 2.0 document; idemgen reads OpenAPI 3.0 and 3.1 (convert it first, e.g. with npx swagger2openapi)", sv.Value)}
+		}
+		return &Error{Pos: s.Pos(s.Root), Msg: `not an OpenAPI document: no "openapi" field at the root`}
+	}
+	if !strings.HasPrefix(v.Value, "3.0") && !strings.HasPrefix(v.Value, "3.1") {
+		return &Error{Pos: s.Pos(v), Msg: fmt.Sprintf("openapi %q: idemgen reads OpenAPI 3.0 and 3.1", v.Value)}
+	}
+	return nil
+}
+
+// CheckTree reports, in one walk of the tree, every mapping key given twice (YAML refuses
+// them, JSON parsers keep the last silently: either way the spec does not say what its
+// author meant) and every local $ref ("#/...") that does not resolve.
+func (s *Source) CheckTree(errs *ErrorList) {
+	walk(s.Root, func(key, n *yaml.Node) {
+		if key != nil && key.Value == "$ref" && n.Kind == yaml.ScalarNode && strings.HasPrefix(n.Value, "#") {
+			if _, ok := s.resolvePointer(n.Value); !ok {
+				errs.Add(s.Pos(n), "$ref %q does not resolve: nothing at that path in this document", n.Value)
+			}
+		}
+		if n.Kind != yaml.MappingNode || len(n.Content) < 4 {
+			return
+		}
+		seen := make(map[string]*yaml.Node, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.Kind != yaml.ScalarNode || k.Value == "<<" {
+				continue
+			}
+			if first, dup := seen[k.Value]; dup {
+				errs.Add(s.Pos(k), "duplicate key %q (first at %d:%d)", k.Value, first.Line, first.Column)
+				continue
+			}
+			seen[k.Value] = k
+		}
+	})
+}
+
+var templateParam = regexp.MustCompile(`\{([^{}]*)\}`)
+
+// CheckPathTemplates reports, for every operation, a path template parameter
+// ("/things/{thing_id}") that neither the operation nor its path item declares in: path,
+// and a declared path parameter that the template does not have. Both make a server that
+// cannot route or bind the request.
+func (s *Source) CheckPathTemplates(errs *ErrorList) {
+	_, paths := s.Lookup("paths")
+	if paths == nil || paths.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(paths.Content); i += 2 {
+		pathKey, item := paths.Content[i], Deref(paths.Content[i+1])
+		if _, ref := Entry(item, "$ref"); ref != nil || item.Kind != yaml.MappingNode {
+			continue // a $ref'd path item is checked where it is
+		}
+		var inTemplate []string
+		for _, m := range templateParam.FindAllStringSubmatch(pathKey.Value, -1) {
+			inTemplate = append(inTemplate, m[1])
+		}
+		common := s.pathParams(item)
+		for j := 0; j+1 < len(item.Content); j += 2 {
+			method := strings.ToLower(item.Content[j].Value)
+			if !HTTPMethods[method] {
+				continue
+			}
+			declared := append(s.pathParams(Deref(item.Content[j+1])), common...)
+			for _, name := range inTemplate {
+				if !slices.ContainsFunc(declared, func(p pathParam) bool { return p.name == name }) {
+					errs.Add(s.Pos(pathKey), "path %s: %s %s does not declare the template parameter %q (a parameter with in: path)", pathKey.Value, strings.ToUpper(method), pathKey.Value, name)
+				}
+			}
+			for _, p := range declared {
+				if !slices.Contains(inTemplate, p.name) {
+					errs.Add(s.Pos(p.at), "parameter %q (in: path) of %s %s is not in the path template", p.name, strings.ToUpper(method), pathKey.Value)
+				}
+			}
+		}
+	}
+}
+
+type pathParam struct {
+	name string
+	at   *yaml.Node // the parameter's name, or its $ref
+}
+
+// pathParams returns the in: path parameters that mapping n (a path item or an operation)
+// declares, following local $refs. A $ref to another file is skipped: kin-openapi loads
+// it, and oapi-codegen checks it.
+func (s *Source) pathParams(n *yaml.Node) []pathParam {
+	_, list := Entry(n, "parameters")
+	if list == nil || list.Kind != yaml.SequenceNode {
+		return nil
+	}
+	var out []pathParam
+	for _, p := range list.Content {
+		_, ref := Entry(p, "$ref")
+		p = s.Resolve(p)
+		_, in := Entry(p, "in")
+		nameKey, name := Entry(p, "name")
+		if in == nil || name == nil || in.Value != "path" {
+			continue
+		}
+		at := nameKey
+		if ref != nil {
+			at = ref
+		}
+		out = append(out, pathParam{name: name.Value, at: at})
+	}
+	return out
+}
+
+// locateLoadError gives a kin-openapi load error the position of the $ref it names, when
+// it names one ("error resolving reference \"x.yaml#/A\": ..."); else the file alone.
+func (s *Source) locateLoadError(err error) *Error {
+	msg := err.Error()
+	var found *yaml.Node
+	walk(s.Root, func(key, n *yaml.Node) {
+		if found == nil && key != nil && key.Value == "$ref" && n.Kind == yaml.ScalarNode && strings.Contains(msg, fmt.Sprintf("%q", n.Value)) {
+			found = n
+		}
+	})
+	if found == nil {
+		return &Error{Pos: Pos{File: s.file}, Msg: msg}
+	}
+	return &Error{Pos: s.Pos(found), Msg: msg}
+}
