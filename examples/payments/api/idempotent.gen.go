@@ -31,8 +31,10 @@ type IdempotentServerInterface interface {
 }
 
 // createPaymentPolicy is the idempotency policy of createPayment (POST /payments):
-// key from header Idempotency-Key, required;
+// key from header Idempotency-Key, required (a request without one: 400);
 // lease 30s, retention 24h, timeout 10s, database default isolation.
+// The request type has the key header as a pointer (*string) although the spec declares
+// it required: idem checks that it is there (400) and its constraints, before the handler.
 var createPaymentPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createPayment",
 	KeySource:   "header Idempotency-Key",
@@ -43,8 +45,10 @@ var createPaymentPolicy = idem.MustPolicy(idem.Policy{
 })
 
 // createRefundPolicy is the idempotency policy of createRefund (POST /payments/{id}/refunds):
-// key from header Idempotency-Key, required;
+// key from header Idempotency-Key, required (a request without one: 400);
 // lease 30s, retention 24h, timeout 10s, database default isolation.
+// The request type has the key header as a pointer (*string) although the spec declares
+// it required: idem checks that it is there (400) and its constraints, before the handler.
 var createRefundPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createRefund",
 	KeySource:   "header Idempotency-Key",
@@ -55,8 +59,10 @@ var createRefundPolicy = idem.MustPolicy(idem.Policy{
 })
 
 // starPaymentPolicy is the idempotency policy of starPayment (POST /payments/{id}/star):
-// key from header Idempotency-Key, required;
+// key from header Idempotency-Key, required (a request without one: 400);
 // lease 5s, retention 1h, timeout 5s, no transaction (store: redis).
+// The request type has the key header as a pointer (*string) although the spec declares
+// it required: idem checks that it is there (400) and its constraints, before the handler.
 // STORE: REDIS. A WEAKER GUARANTEE THAN THE POSTGRESQL STORE: the key is NOT in the business's
 // transaction. The business runs, and must commit its own writes, before the key completes;
 // when that completion is lost (Redis down or restarted empty, a failover, an eviction, the

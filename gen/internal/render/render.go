@@ -227,7 +227,7 @@ func policyComment(v string, o *model.Operation) []string {
 	}
 	req := "optional"
 	if o.Required {
-		req = "required"
+		req = "required (a request without one: 400)"
 	}
 	timeout, iso := "no timeout", "database default isolation"
 	if o.Timeout > 0 {
@@ -248,8 +248,15 @@ func policyComment(v string, o *model.Operation) []string {
 	}
 	lines := []string{
 		fmt.Sprintf("%s is the idempotency policy of %s (%s %s%s):", v, o.Name, o.Method, o.Path, how),
-		fmt.Sprintf("key from %s, %s%s;", src, req, keyConstraints(o.Key.Schema)),
-		fmt.Sprintf("lease %s, retention %s, %s, %s.", marker.HumanDuration(o.Lease), marker.HumanDuration(o.Retention), timeout, iso),
+		fmt.Sprintf("key from %s%s, %s;", src, keyConstraints(o.Key.Schema), req),
+	}
+	if !o.Required {
+		lines = append(lines, "a request without a key runs unprotected, as if the operation were not marked;")
+	}
+	lines = append(lines, fmt.Sprintf("lease %s, retention %s, %s, %s.", marker.HumanDuration(o.Lease), marker.HumanDuration(o.Retention), timeout, iso))
+	if o.Key.Body == "" && o.Key.Declared && o.Required {
+		lines = append(lines, "The request type has the key header as a pointer (*string) although the spec declares",
+			"it required: idem checks that it is there (400) and its constraints, before the handler.")
 	}
 	if o.Store == marker.StoreRedis {
 		lines = append(lines, redisWarning...)

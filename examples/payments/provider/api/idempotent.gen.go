@@ -21,8 +21,10 @@ type IdempotentServerInterface interface {
 }
 
 // createChargePolicy is the idempotency policy of createCharge (POST /charges):
-// key from header Idempotency-Key, required (format uuid);
+// key from header Idempotency-Key (format uuid), required (a request without one: 400);
 // lease 3s, retention 24h, timeout 5s, database default isolation.
+// The request type has the key header as a pointer (*string) although the spec declares
+// it required: idem checks that it is there (400) and its constraints, before the handler.
 var createChargePolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createCharge",
 	KeySource:   "header Idempotency-Key",

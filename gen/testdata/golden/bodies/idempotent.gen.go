@@ -32,6 +32,7 @@ type IdempotentServerInterface interface {
 
 // putBlobPolicy is the idempotency policy of putBlob (POST /blobs/{id}):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 var putBlobPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "putBlob",
@@ -43,6 +44,7 @@ var putBlobPolicy = idem.MustPolicy(idem.Policy{
 
 // addDocumentPolicy is the idempotency policy of addDocument (POST /documents):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 var addDocumentPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "addDocument",
@@ -54,6 +56,7 @@ var addDocumentPolicy = idem.MustPolicy(idem.Policy{
 
 // addNotePolicy is the idempotency policy of addNote (POST /notes):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 var addNotePolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "addNote",
@@ -65,6 +68,7 @@ var addNotePolicy = idem.MustPolicy(idem.Policy{
 
 // createSigningKeyPolicy is the idempotency policy of createSigningKey (POST /signing-keys):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 var createSigningKeyPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createSigningKey",
@@ -76,6 +80,7 @@ var createSigningKeyPolicy = idem.MustPolicy(idem.Policy{
 
 // subscribePolicy is the idempotency policy of subscribe (POST /subscriptions):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 var subscribePolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "subscribe",
@@ -86,7 +91,7 @@ var subscribePolicy = idem.MustPolicy(idem.Policy{
 })
 
 // uploadFilePolicy is the idempotency policy of uploadFile (POST /uploads):
-// key from header Idempotency-Key (not in the spec: added by idemgen), required;
+// key from header Idempotency-Key (not in the spec: added by idemgen), required (a request without one: 400);
 // lease 30s, retention 24h, no timeout, database default isolation.
 var uploadFilePolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "uploadFile",

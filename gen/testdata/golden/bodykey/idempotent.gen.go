@@ -23,7 +23,7 @@ type IdempotentServerInterface interface {
 }
 
 // createPaymentPolicy is the idempotency policy of createPayment (POST /payments):
-// key from body /idempotency_key, required (minLength 1, maxLength 45);
+// key from body /idempotency_key (minLength 1, maxLength 45), required (a request without one: 400);
 // lease 30s, retention 24h, no timeout, database default isolation.
 var createPaymentPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createPayment",
@@ -36,6 +36,7 @@ var createPaymentPolicy = idem.MustPolicy(idem.Policy{
 
 // refundPaymentPolicy is the idempotency policy of refundPayment (POST /refunds):
 // key from body /meta/request_key, optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 var refundPaymentPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "refundPayment",

@@ -30,6 +30,7 @@ type IdempotentServerInterface interface {
 
 // createCallPolicy is the idempotency policy of createCall (POST /calls):
 // key from body /IdempotencyKey, optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 // Note: the key is the request body's /IdempotencyKey, as the spec declares it (named like an idempotency key).
 var createCallPolicy = idem.MustPolicy(idem.Policy{
@@ -41,7 +42,7 @@ var createCallPolicy = idem.MustPolicy(idem.Policy{
 })
 
 // sendMessagePolicy is the idempotency policy of sendMessage (POST /messages):
-// key from body /idempotencyKey, required (format uuid);
+// key from body /idempotencyKey (format uuid), required (a request without one: 400);
 // lease 30s, retention 24h, no timeout, database default isolation.
 // Note: the key is the request body's /idempotencyKey, as the spec declares it (named like an idempotency key).
 var sendMessagePolicy = idem.MustPolicy(idem.Policy{
@@ -54,7 +55,7 @@ var sendMessagePolicy = idem.MustPolicy(idem.Policy{
 })
 
 // createPayoutPolicy is the idempotency policy of createPayout (POST /payouts):
-// key from body /idempotency_key, required (maxLength 64);
+// key from body /idempotency_key (maxLength 64), required (a request without one: 400);
 // lease 30s, retention 24h, no timeout, database default isolation.
 // Note: the key is the request body's /idempotency_key, as the spec declares it (named like an idempotency key).
 var createPayoutPolicy = idem.MustPolicy(idem.Policy{
@@ -68,6 +69,7 @@ var createPayoutPolicy = idem.MustPolicy(idem.Policy{
 
 // createRefundPolicy is the idempotency policy of createRefund (POST /refunds):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 // Note: the request body's /idempotency_token has a name that speaks of idempotency: if it is the key, mark the operation with x-idempotent: {body: /idempotency_token}.
 // Note: the request body's /request_id has a description that speaks of idempotency: if it is the key, mark the operation with x-idempotent: {body: /request_id}.
@@ -80,7 +82,7 @@ var createRefundPolicy = idem.MustPolicy(idem.Policy{
 })
 
 // createTransferPolicy is the idempotency policy of createTransfer (POST /transfers):
-// key from body /idempotency_key, required (minLength 1, maxLength 64);
+// key from body /idempotency_key (minLength 1, maxLength 64), required (a request without one: 400);
 // lease 30s, retention 24h, no timeout, database default isolation.
 // Note: the key is the request body's /idempotency_key, as the spec declares it (named like an idempotency key).
 var createTransferPolicy = idem.MustPolicy(idem.Policy{

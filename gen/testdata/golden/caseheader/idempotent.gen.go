@@ -21,8 +21,10 @@ type IdempotentServerInterface interface {
 }
 
 // createOrderPolicy is the idempotency policy of createOrder (POST /orders):
-// key from header Idempotency-Key, required (minLength 8, maxLength 64);
+// key from header Idempotency-Key (minLength 8, maxLength 64), required (a request without one: 400);
 // lease 30s, retention 24h, no timeout, database default isolation.
+// The request type has the key header as a pointer (*string) although the spec declares
+// it required: idem checks that it is there (400) and its constraints, before the handler.
 // Note: the spec declares the key header 2 times, differing only in case (idempotency-key, Idempotency-Key): one header, Idempotency-Key, with the stricter of each rule: required, minLength 8, maxLength 64.
 var createOrderPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createOrder",

@@ -31,8 +31,10 @@ type IdempotentServerInterface interface {
 }
 
 // createChargePolicy is the idempotency policy of createCharge (POST /accounts/{account_id}/charges):
-// key from header Idempotency-Key, required (format uuid);
+// key from header Idempotency-Key (format uuid), required (a request without one: 400);
 // lease 30s, retention 24h, no timeout, database default isolation.
+// The request type has the key header as a pointer (*string) although the spec declares
+// it required: idem checks that it is there (400) and its constraints, before the handler.
 var createChargePolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createCharge",
 	KeySource:   "header Idempotency-Key",
@@ -43,7 +45,8 @@ var createChargePolicy = idem.MustPolicy(idem.Policy{
 })
 
 // joinNewsletterPolicy is the idempotency policy of joinNewsletter (POST /newsletter):
-// key from body /token, optional (minLength 8);
+// key from body /token (minLength 8), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 var joinNewsletterPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "joinNewsletter",
@@ -56,6 +59,7 @@ var joinNewsletterPolicy = idem.MustPolicy(idem.Policy{
 
 // uploadReceiptPolicy is the idempotency policy of uploadReceipt (POST /receipts):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 // Note: the added header is named Idempotency-Key, as 1 operation(s) of the spec name their key header.
 var uploadReceiptPolicy = idem.MustPolicy(idem.Policy{
@@ -68,6 +72,7 @@ var uploadReceiptPolicy = idem.MustPolicy(idem.Policy{
 
 // createSubscriptionPolicy is the idempotency policy of createSubscription (POST /subscriptions):
 // key from body /request_key, optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 var createSubscriptionPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createSubscription",
@@ -78,7 +83,8 @@ var createSubscriptionPolicy = idem.MustPolicy(idem.Policy{
 })
 
 // createTransferPolicy is the idempotency policy of createTransfer (POST /transfers):
-// key from body /meta/request_key, optional (maxLength 64, pattern "^[A-Za-z0-9_-]+$");
+// key from body /meta/request_key (maxLength 64, pattern "^[A-Za-z0-9_-]+$"), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 10s, retention 24h, no timeout, database default isolation.
 var createTransferPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createTransfer",

@@ -25,7 +25,8 @@ type IdempotentServerInterface interface {
 }
 
 // createOrderPolicy is the idempotency policy of createOrder (POST /orders):
-// key from header X-Idempotency-Key, optional (format uuid);
+// key from header X-Idempotency-Key (format uuid), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 var createOrderPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createOrder",
@@ -38,6 +39,7 @@ var createOrderPolicy = idem.MustPolicy(idem.Policy{
 
 // createRefundPolicy is the idempotency policy of createRefund (POST /refunds):
 // key from header X-Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 // Note: the added header is named X-Idempotency-Key, as 2 operation(s) of the spec name their key header.
 var createRefundPolicy = idem.MustPolicy(idem.Policy{

@@ -24,6 +24,7 @@ type IdempotentServerInterface interface {
 
 // startJobPolicy is the idempotency policy of startJob (POST /jobs):
 // key from header X-Idempotency-Token (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 var startJobPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "startJob",
@@ -34,8 +35,10 @@ var startJobPolicy = idem.MustPolicy(idem.Policy{
 })
 
 // cancelJobPolicy is the idempotency policy of cancelJob (POST /jobs/{jobId}/cancel):
-// key from header Request-Id, required;
+// key from header Request-Id, required (a request without one: 400);
 // lease 30s, retention 24h, no timeout, database default isolation.
+// The request type has the key header as a pointer (*string) although the spec declares
+// it required: idem checks that it is there (400) and its constraints, before the handler.
 var cancelJobPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "cancelJob",
 	KeySource:   "header Request-Id",

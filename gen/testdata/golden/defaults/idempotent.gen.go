@@ -28,6 +28,7 @@ type IdempotentServerInterface interface {
 
 // createRefundPolicy is the idempotency policy of createRefund (POST /refunds):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 10s, retention 72h, no timeout, repeatable read isolation.
 var createRefundPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createRefund",
@@ -39,7 +40,7 @@ var createRefundPolicy = idem.MustPolicy(idem.Policy{
 })
 
 // createTransferPolicy is the idempotency policy of createTransfer (POST /transfers):
-// key from header Idempotency-Key (not in the spec: added by idemgen), required;
+// key from header Idempotency-Key (not in the spec: added by idemgen), required (a request without one: 400);
 // lease 1m, retention 72h, no timeout, repeatable read isolation.
 var createTransferPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createTransfer",

@@ -23,8 +23,10 @@ type IdempotentServerInterface interface {
 }
 
 // createPaymentPolicy is the idempotency policy of createPayment (POST /payments):
-// key from header x-idempotency-key, required (maxLength 40, pattern "^(?!\\s)(.*)(\\S)$");
+// key from header x-idempotency-key (maxLength 40, pattern "^(?!\\s)(.*)(\\S)$"), required (a request without one: 400);
 // lease 30s, retention 24h, no timeout, database default isolation.
+// The request type has the key header as a pointer (*string) although the spec declares
+// it required: idem checks that it is there (400) and its constraints, before the handler.
 var createPaymentPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createPayment",
 	KeySource:   "header x-idempotency-key",
@@ -35,7 +37,8 @@ var createPaymentPolicy = idem.MustPolicy(idem.Policy{
 })
 
 // createRefundPolicy is the idempotency policy of createRefund (POST /refunds):
-// key from header Idempotency-Key, optional (pattern "^(?!test-)\\S+$");
+// key from header Idempotency-Key (pattern "^(?!test-)\\S+$"), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 var createRefundPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createRefund",

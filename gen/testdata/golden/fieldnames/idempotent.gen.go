@@ -22,6 +22,7 @@ type IdempotentServerInterface interface {
 
 // createRolePolicy is the idempotency policy of createRole (POST /roles):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 var createRolePolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createRole",

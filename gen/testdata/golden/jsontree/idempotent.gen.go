@@ -26,6 +26,7 @@ type IdempotentServerInterface interface {
 
 // createOrderPolicy is the idempotency policy of createOrder (POST /orders):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 // Note: the added header is named Idempotency-Key, as 1 operation(s) of the spec name their key header.
 var createOrderPolicy = idem.MustPolicy(idem.Policy{
@@ -37,8 +38,10 @@ var createOrderPolicy = idem.MustPolicy(idem.Policy{
 })
 
 // addLinePolicy is the idempotency policy of addLine (POST /orders/{orderId}/lines):
-// key from header Idempotency-Key, required (maxLength 64);
+// key from header Idempotency-Key (maxLength 64), required (a request without one: 400);
 // lease 30s, retention 24h, no timeout, database default isolation.
+// The request type has the key header as a pointer (*string) although the spec declares
+// it required: idem checks that it is there (400) and its constraints, before the handler.
 var addLinePolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "addLine",
 	KeySource:   "header Idempotency-Key",

@@ -28,6 +28,7 @@ type IdempotentServerInterface interface {
 
 // createOrderPolicy is the idempotency policy of createOrder (POST /orders, marked by x-idempotent-defaults.methods):
 // key from header Idempotency-Key, optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 // Note: the query parameter idempotency_key is not read as the key (the key is header Idempotency-Key); it is an ordinary query parameter, part of the fingerprint.
 var createOrderPolicy = idem.MustPolicy(idem.Policy{
@@ -39,7 +40,7 @@ var createOrderPolicy = idem.MustPolicy(idem.Policy{
 })
 
 // createPaymentPolicy is the idempotency policy of createPayment (POST /payments):
-// key from body /idempotency_key, required;
+// key from body /idempotency_key, required (a request without one: 400);
 // lease 30s, retention 24h, no timeout, database default isolation.
 // Declared headers outside the fingerprint (a retry may change them): Idempotency-Key.
 // Note: the spec also declares header Idempotency-Key, named like an idempotency key, which is not read as the key (the key is body /idempotency_key, as body: names it).

@@ -25,7 +25,7 @@ type IdempotentServerInterface interface {
 }
 
 // createChargePolicy is the idempotency policy of createCharge (POST /charges):
-// key from body /idempotency_key, required (maxLength 45);
+// key from body /idempotency_key (maxLength 45), required (a request without one: 400);
 // lease 30s, retention 24h, no timeout, database default isolation.
 var createChargePolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createCharge",
@@ -37,7 +37,8 @@ var createChargePolicy = idem.MustPolicy(idem.Policy{
 })
 
 // createPayoutPolicy is the idempotency policy of createPayout (POST /payouts):
-// key from header Idempotency-Key, optional (minLength 8, maxLength 64, pattern "^[A-Za-z0-9_-]+$");
+// key from header Idempotency-Key (minLength 8, maxLength 64, pattern "^[A-Za-z0-9_-]+$"), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 // Headers in the fingerprint: X-Dry-Run.
 var createPayoutPolicy = idem.MustPolicy(idem.Policy{
@@ -50,8 +51,10 @@ var createPayoutPolicy = idem.MustPolicy(idem.Policy{
 })
 
 // createTransferPolicy is the idempotency policy of createTransfer (POST /transfers):
-// key from header x-idempotency-key, required (format uuid);
+// key from header x-idempotency-key (format uuid), required (a request without one: 400);
 // lease 30s, retention 24h, no timeout, database default isolation.
+// The request type has the key header as a pointer (*string) although the spec declares
+// it required: idem checks that it is there (400) and its constraints, before the handler.
 // Declared headers outside the fingerprint (a retry may change them): X-Request-Id.
 // Declared cookies outside the fingerprint (a retry may change them): session.
 // The spec declares its own 409, 422 response(s): render the protocol's rejections in its shape with idem.WithRejectionRenderer (and store.RequestErrorHandler).

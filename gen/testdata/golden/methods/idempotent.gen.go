@@ -33,6 +33,7 @@ type IdempotentServerInterface interface {
 
 // createOrderPolicy is the idempotency policy of createOrder (POST /orders, marked by x-idempotent-defaults.methods):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 10s, retention 24h, no timeout, database default isolation.
 var createOrderPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createOrder",
@@ -43,7 +44,7 @@ var createOrderPolicy = idem.MustPolicy(idem.Policy{
 })
 
 // cancelOrderPolicy is the idempotency policy of cancelOrder (POST /orders/{id}/cancel):
-// key from header Idempotency-Key (not in the spec: added by idemgen), required;
+// key from header Idempotency-Key (not in the spec: added by idemgen), required (a request without one: 400);
 // lease 10s, retention 24h, timeout 5s, database default isolation.
 var cancelOrderPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "cancelOrder",

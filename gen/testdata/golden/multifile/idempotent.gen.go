@@ -22,6 +22,7 @@ type IdempotentServerInterface interface {
 
 // createOrderPolicy is the idempotency policy of createOrder (POST /orders):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 // The spec declares its own 422 response(s): render the protocol's rejections in its shape with idem.WithRejectionRenderer (and store.RequestErrorHandler).
 var createOrderPolicy = idem.MustPolicy(idem.Policy{

@@ -28,6 +28,7 @@ type IdempotentServerInterface interface {
 
 // createAttachmentPolicy is the idempotency policy of createAttachment (POST /attachments):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 var createAttachmentPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createAttachment",
@@ -39,6 +40,7 @@ var createAttachmentPolicy = idem.MustPolicy(idem.Policy{
 
 // createClassificationPolicy is the idempotency policy of createClassification (POST /classifications):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 // The spec declares its own 400 response(s): render the protocol's rejections in its shape with idem.WithRejectionRenderer (and store.RequestErrorHandler).
 var createClassificationPolicy = idem.MustPolicy(idem.Policy{
@@ -51,6 +53,7 @@ var createClassificationPolicy = idem.MustPolicy(idem.Policy{
 
 // createPet2Policy is the idempotency policy of createPet (POST /pets/import):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 var createPet2Policy = idem.MustPolicy(idem.Policy{
 	Operation:   "createPet",

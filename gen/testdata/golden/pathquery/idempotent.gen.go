@@ -23,7 +23,7 @@ type IdempotentServerInterface interface {
 }
 
 // lockAccountPolicy is the idempotency policy of lockAccount (PUT /accounts/{accountId}/lock):
-// key from header Idempotency-Key (not in the spec: added by idemgen), required;
+// key from header Idempotency-Key (not in the spec: added by idemgen), required (a request without one: 400);
 // lease 30s, retention 24h, no timeout, database default isolation.
 var lockAccountPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "lockAccount",
@@ -35,6 +35,7 @@ var lockAccountPolicy = idem.MustPolicy(idem.Policy{
 
 // createAccountTransferPolicy is the idempotency policy of createAccountTransfer (POST /accounts/{accountId}/transfers):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 // Declared headers outside the fingerprint (a retry may change them): X-Trace-Id.
 var createAccountTransferPolicy = idem.MustPolicy(idem.Policy{

@@ -28,6 +28,7 @@ type IdempotentServerInterface interface {
 
 // addPetPolicy is the idempotency policy of addPet (POST /pets, marked by x-idempotent-defaults.methods):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 var addPetPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "addPet",

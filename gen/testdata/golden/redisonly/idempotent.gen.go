@@ -27,6 +27,7 @@ type IdempotentServerInterface interface {
 
 // likePostPolicy is the idempotency policy of likePost (POST /posts/{id}/like, marked by x-idempotent-defaults.methods):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, no transaction (store: redis).
 // STORE: REDIS. A WEAKER GUARANTEE THAN THE POSTGRESQL STORE: the key is NOT in the business's
 // transaction. The business runs, and must commit its own writes, before the key completes;

@@ -33,6 +33,7 @@ type IdempotentServerInterface interface {
 
 // createPaymentPolicy is the idempotency policy of createPayment (POST /payments):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, serializable isolation.
 var createPaymentPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createPayment",
@@ -45,6 +46,7 @@ var createPaymentPolicy = idem.MustPolicy(idem.Policy{
 
 // starPaymentPolicy is the idempotency policy of starPayment (POST /payments/{id}/star):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 5s, retention 1h, no timeout, no transaction (store: redis).
 // STORE: REDIS. A WEAKER GUARANTEE THAN THE POSTGRESQL STORE: the key is NOT in the business's
 // transaction. The business runs, and must commit its own writes, before the key completes;
@@ -60,7 +62,7 @@ var starPaymentPolicy = idem.MustPolicy(idem.Policy{
 })
 
 // followUserPolicy is the idempotency policy of followUser (POST /users/{id}/follow):
-// key from body /request_id, required;
+// key from body /request_id, required (a request without one: 400);
 // lease 30s, retention 24h, no timeout, no transaction (store: redis).
 // STORE: REDIS. A WEAKER GUARANTEE THAN THE POSTGRESQL STORE: the key is NOT in the business's
 // transaction. The business runs, and must commit its own writes, before the key completes;

@@ -24,6 +24,7 @@ type IdempotentServerInterface interface {
 
 // createOrderPolicy is the idempotency policy of createOrder (POST /orders):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 var createOrderPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createOrder",

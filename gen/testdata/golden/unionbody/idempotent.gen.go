@@ -31,7 +31,7 @@ type IdempotentServerInterface interface {
 }
 
 // createCreditPolicy is the idempotency policy of createCredit (POST /credits):
-// key from body /idempotency_key, required (maxLength 64);
+// key from body /idempotency_key (maxLength 64), required (a request without one: 400);
 // lease 30s, retention 24h, no timeout, database default isolation.
 // Note: the key is the request body's /idempotency_key, as the spec declares it (named like an idempotency key).
 var createCreditPolicy = idem.MustPolicy(idem.Policy{
@@ -45,6 +45,7 @@ var createCreditPolicy = idem.MustPolicy(idem.Policy{
 
 // createLabelPolicy is the idempotency policy of createLabel (POST /labels):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 var createLabelPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createLabel",
@@ -55,7 +56,7 @@ var createLabelPolicy = idem.MustPolicy(idem.Policy{
 })
 
 // createPaymentPolicy is the idempotency policy of createPayment (POST /payments):
-// key from body /idempotency_key, required (maxLength 64);
+// key from body /idempotency_key (maxLength 64), required (a request without one: 400);
 // lease 30s, retention 24h, no timeout, database default isolation.
 // Note: the key is the request body's /idempotency_key, as the spec declares it (named like an idempotency key).
 var createPaymentPolicy = idem.MustPolicy(idem.Policy{
@@ -68,7 +69,7 @@ var createPaymentPolicy = idem.MustPolicy(idem.Policy{
 })
 
 // createRefundPolicy is the idempotency policy of createRefund (POST /refunds):
-// key from body /idempotency_key, required (maxLength 64);
+// key from body /idempotency_key (maxLength 64), required (a request without one: 400);
 // lease 30s, retention 24h, no timeout, database default isolation.
 // Note: the key is the request body's /idempotency_key, as the spec declares it (named like an idempotency key).
 var createRefundPolicy = idem.MustPolicy(idem.Policy{
@@ -82,6 +83,7 @@ var createRefundPolicy = idem.MustPolicy(idem.Policy{
 
 // createShipmentPolicy is the idempotency policy of createShipment (POST /shipments):
 // key from header Idempotency-Key (not in the spec: added by idemgen), optional;
+// a request without a key runs unprotected, as if the operation were not marked;
 // lease 30s, retention 24h, no timeout, database default isolation.
 var createShipmentPolicy = idem.MustPolicy(idem.Policy{
 	Operation:   "createShipment",
@@ -92,7 +94,7 @@ var createShipmentPolicy = idem.MustPolicy(idem.Policy{
 })
 
 // createTransferPolicy is the idempotency policy of createTransfer (POST /transfers):
-// key from body /idempotency_key, required (maxLength 64);
+// key from body /idempotency_key (maxLength 64), required (a request without one: 400);
 // lease 30s, retention 24h, no timeout, database default isolation.
 // Note: the key is the request body's /idempotency_key, as the spec declares it (named like an idempotency key).
 var createTransferPolicy = idem.MustPolicy(idem.Policy{
