@@ -220,21 +220,24 @@ func (c *call) dropConn() {
 
 // giveBack returns conn to the pool (which closes it if a transaction is still open on
 // it). A connection pgx has given up (closed after a flight past its deadline, or a
-// transport error) leaves the pool at once and its socket is closed now: its pool slot
+// transport error) leaves the pool at once, and its socket is closed soon after: its pool slot
 // is free at the deadline. Released to the pool instead, it would hold its slot while
 // pgx's close path runs (pgconn's asyncClose sends a cancel request, then reads the
 // socket until the server closes it, for up to 15 s) and the pool's destructor waits for
 // that: a frozen database (or PgBouncer) whose network still acknowledges would keep
 // every given-up slot 15 s past its deadline, and the requests behind them would find the
-// pool exhausted. pgx's close goroutine still runs (its cancel request bounded by its
-// own 15 s), holding no slot; the pool's BeforeClose hook is not called for such a
-// connection.
+// pool exhausted. Its socket is closed after a cancel request of idem's (closeGivenUp,
+// bounded by 15 s, in the background: behind PgBouncer the cancel needs the client
+// connection open); pgx's close goroutine still runs, holding no slot; the pool's
+// BeforeClose hook is not called for such a connection.
 func giveBack(conn *pgxpool.Conn) {
 	if !conn.Conn().IsClosed() {
 		conn.Release()
 		return
 	}
-	_ = conn.Hijack().PgConn().Conn().Close()
+	// Out of the pool now (its slot is free); the cancel request, then the socket's close,
+	// in the background (closeGivenUp).
+	go closeGivenUp(conn.Hijack().PgConn(), 15*time.Second)
 }
 
 // unkeyed runs fn in a plain transaction: the policy allows requests without a key.

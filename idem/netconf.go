@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -28,9 +29,9 @@ const DefaultTCPUserTimeout = 10 * time.Second
 //
 // It also wraps cfg.BeforeClose (the earlier hook still runs first) so that a connection
 // pgx has already given up (a statement's context ended on a dead or frozen link) has its
-// socket closed as soon as the pool destroys it: pgx's close path would otherwise read the
-// socket until the server closes it, for up to 15 s, and the pool holds the connection's
-// slot until then. Connections idem itself gives up are closed at once either way.
+// socket closed as soon as the pool destroys it, after a cancel request bounded by 1 s:
+// pgx's close path would otherwise read the socket until the server closes it, for up to
+// 15 s, and the pool holds the connection's slot until then. Connections idem itself gives up are closed at once either way.
 func ConfigureConnections(cfg *pgxpool.Config, userTimeout time.Duration) {
 	if userTimeout <= 0 {
 		userTimeout = DefaultTCPUserTimeout
@@ -56,7 +57,20 @@ func ConfigureConnections(cfg *pgxpool.Config, userTimeout time.Duration) {
 			before(conn)
 		}
 		if conn.IsClosed() {
-			_ = conn.PgConn().Conn().Close()
+			closeGivenUp(conn.PgConn(), time.Second)
 		}
 	}
+}
+
+// closeGivenUp closes the socket of a connection pgx has given up, after a cancel request
+// of its own bounded by wait: behind PgBouncer the cancel reaches the server only while
+// the client connection is open (PgBouncer finds the server by the client that asks), and
+// a statement still running there (waiting on a lock, say) would otherwise keep its
+// transaction, and the key's claim, until it ends. pgx's close path sends a cancel request
+// too, but closing the socket first would race it.
+func closeGivenUp(pc *pgconn.PgConn, wait time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	_ = pc.CancelRequest(ctx)
+	cancel()
+	_ = pc.Conn().Close()
 }
