@@ -30,6 +30,8 @@ operations carry x-idempotent markers.
 
 Usage:
   idemgen generate [flags] SPEC   write the handlers (idemgen generate -h)
+  idemgen policies [-against OLD] SPEC
+                                  print every marked operation's policy, or what changed
   idemgen schema [-citus]         print schema.sql (the idempotency_keys table), or
                                   with -citus its distribution on a Citus cluster
   idemgen purge [flags]           delete expired idempotency keys, e.g. from cron
@@ -58,6 +60,7 @@ Exit status:
 var commands = map[string]func(args []string, stdout, stderr io.Writer) int{
 	"generate": generate,
 	"schema":   schema,
+	"policies": policies,
 	"purge":    purge,
 	"keys":     keys,
 	"version":  version,
@@ -74,6 +77,7 @@ var flagSets = map[string]func() *flag.FlagSet{
 	"generate": func() *flag.FlagSet { fs, _ := newGenerateFlags(); return fs },
 	"purge":    func() *flag.FlagSet { fs, _ := newPurgeFlags(); return fs },
 	"keys":     func() *flag.FlagSet { fs, _ := newKeysFlags(); return fs },
+	"policies": func() *flag.FlagSet { fs, _, _ := newPoliciesFlags(); return fs },
 	"hammer":   hammer.FlagSet,
 }
 
