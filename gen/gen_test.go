@@ -63,6 +63,7 @@ var goldenCases = []string{
 	"redisstore",   // store: redis beside PostgreSQL operations (idem/idemredis compiles it: not a dependency of this module)
 	"redisonly",    // store: redis as the document default, every POST marked
 	"unionbody",    // inline oneOf/anyOf request bodies (oapi-codegen issue 2498): moved into components, their JSON kept
+	"unionmembers", // inline union members oapi-codegen names alike (Foo.bar's and FooBar's FooBar0): moved into components
 	"client",       // client.yaml with -client: oapi-codegen's client and IdempotentClient beside the server
 	"clientonly",   // client.yaml with -client -server=false: models and client only
 }

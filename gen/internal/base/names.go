@@ -28,8 +28,13 @@ import (
 //   - a type whose name an enum constant takes (Color's "red" is ColorRed once prefixed)
 //     is renamed the same way.
 //
-// Names derived from operation ids (CreatePetParams, CreatePet200JSONResponse) and union
-// members' own names cannot be changed; the others yield to them.
+//   - an inline member of a union (oneOf, anyOf) that oapi-codegen would name like another
+//     (Foo.bar's first member and FooBar's are both FooBar0: it names members after their
+//     path, whatever they carry) is moved into a component of its own, FooBar02, and the
+//     union refers to it.
+//
+// Names derived from operation ids (CreatePetParams, CreatePet200JSONResponse) cannot be
+// changed; the others yield to them.
 
 // reservedNames are declared by oapi-codegen's server and strict server templates
 // whatever the router, and by the idempotent layer: no schema may take them.
@@ -115,6 +120,7 @@ func resolveNames(doc *openapi3.T, router string, client bool) ([]codegen.Operat
 	for _, s := range sites {
 		taken[s.name] = true
 	}
+	hoistCollidingUnionMembers(doc, sites, taken)
 	resolveCollisions(sites, taken)
 	resolveEnumConstants(sites, taken)
 	keepFieldNames(doc, comps)
@@ -705,4 +711,153 @@ func clientOperationNames(op codegen.OperationDefinition) []string {
 		}
 	}
 	return names
+}
+
+// hoistCollidingUnionMembers moves into components/schemas every inline union member that
+// shares its name with another site (which keeps it: the lowest keep(), as in
+// resolveCollisions), under a free name: oapi-codegen names an inline member after its
+// path, and x-go-type-name does not change that, but a member that is a $ref takes the
+// component's type. The site takes the component's name.
+func hoistCollidingUnionMembers(doc *openapi3.T, sites []*site, taken map[string]bool) {
+	groups := map[string][]*site{}
+	for _, s := range sites {
+		groups[s.name] = append(groups[s.name], s)
+	}
+	var slots map[*openapi3.Schema]*openapi3.SchemaRef // inline union members by schema
+	for _, name := range spec.SortedKeys(groups) {
+		g := groups[name]
+		if len(g) < 2 {
+			continue
+		}
+		sort.SliceStable(g, func(i, j int) bool { return g[i].keep() < g[j].keep() })
+		for _, s := range g[1:] {
+			if !unionMember(s.td) {
+				continue
+			}
+			if slots == nil {
+				slots = unionMemberSlots(doc)
+			}
+			slot := slots[s.td.Schema.OAPISchema]
+			if slot == nil || slot.Ref != "" {
+				continue
+			}
+			if doc.Components == nil {
+				doc.Components = &openapi3.Components{}
+			}
+			if doc.Components.Schemas == nil {
+				doc.Components.Schemas = openapi3.Schemas{}
+			}
+			to := freeName(name, taken)
+			for doc.Components.Schemas[to] != nil {
+				to = freeName(name, taken)
+			}
+			doc.Components.Schemas[to] = &openapi3.SchemaRef{Value: slot.Value}
+			slot.Ref = "#/components/schemas/" + to
+			s.name = to
+		}
+	}
+}
+
+// unionMember reports whether td is an inline member of a union, named after its
+// position (Foo.Bar.0).
+func unionMember(td codegen.TypeDefinition) bool {
+	if td.Schema.OAPISchema == nil || !strings.Contains(td.JsonName, ".") {
+		return false
+	}
+	_, err := strconv.Atoi(td.JsonName[strings.LastIndexByte(td.JsonName, '.')+1:])
+	return err == nil
+}
+
+// unionMemberSlots returns the inline members of every union (oneOf, anyOf) in doc, by
+// their schema, with the reference that holds each.
+func unionMemberSlots(doc *openapi3.T) map[*openapi3.Schema]*openapi3.SchemaRef {
+	out := map[*openapi3.Schema]*openapi3.SchemaRef{}
+	seen := map[*openapi3.Schema]bool{}
+	var visit func(r *openapi3.SchemaRef)
+	visit = func(r *openapi3.SchemaRef) {
+		if r == nil || r.Value == nil || seen[r.Value] {
+			return
+		}
+		v := r.Value
+		seen[v] = true
+		for _, m := range slices.Concat(v.OneOf, v.AnyOf) {
+			if m != nil && m.Ref == "" && m.Value != nil {
+				out[m.Value] = m
+			}
+		}
+		for _, m := range slices.Concat(v.OneOf, v.AnyOf, v.AllOf) {
+			visit(m)
+		}
+		visit(v.Not)
+		visit(v.Items)
+		for _, n := range spec.SortedKeys(v.Properties) {
+			visit(v.Properties[n])
+		}
+		if v.AdditionalProperties.Schema != nil {
+			visit(v.AdditionalProperties.Schema)
+		}
+	}
+	content := func(c openapi3.Content) {
+		for _, n := range spec.SortedKeys(c) {
+			if c[n] != nil {
+				visit(c[n].Schema)
+			}
+		}
+	}
+	param := func(p *openapi3.ParameterRef) {
+		if p != nil && p.Value != nil {
+			visit(p.Value.Schema)
+			content(p.Value.Content)
+		}
+	}
+	response := func(r *openapi3.ResponseRef) {
+		if r == nil || r.Value == nil {
+			return
+		}
+		content(r.Value.Content)
+		for _, n := range spec.SortedKeys(r.Value.Headers) {
+			if h := r.Value.Headers[n]; h != nil && h.Value != nil {
+				visit(h.Value.Schema)
+			}
+		}
+	}
+	if cs := doc.Components; cs != nil {
+		for _, n := range spec.SortedKeys(cs.Schemas) {
+			visit(cs.Schemas[n])
+		}
+		for _, n := range spec.SortedKeys(cs.Parameters) {
+			param(cs.Parameters[n])
+		}
+		for _, n := range spec.SortedKeys(cs.RequestBodies) {
+			if b := cs.RequestBodies[n]; b != nil && b.Value != nil {
+				content(b.Value.Content)
+			}
+		}
+		for _, n := range spec.SortedKeys(cs.Responses) {
+			response(cs.Responses[n])
+		}
+	}
+	if doc.Paths != nil {
+		for _, path := range doc.Paths.InMatchingOrder() {
+			item := doc.Paths.Value(path)
+			for _, p := range item.Parameters {
+				param(p)
+			}
+			for _, m := range spec.SortedKeys(item.Operations()) {
+				op := item.Operations()[m]
+				for _, p := range op.Parameters {
+					param(p)
+				}
+				if op.RequestBody != nil && op.RequestBody.Value != nil {
+					content(op.RequestBody.Value.Content)
+				}
+				if op.Responses != nil {
+					for _, code := range spec.SortedKeys(op.Responses.Map()) {
+						response(op.Responses.Value(code))
+					}
+				}
+			}
+		}
+	}
+	return out
 }
