@@ -173,6 +173,7 @@ func generate(opts Options) ([]File, error) {
 		return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
 	}
 	b, err := base.Generate(s.Doc, m, t, s.Src.ExternalRefs())
+	warnDegraded(s.Src, b.Degraded, opts)
 	if err != nil {
 		return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
 	}
@@ -270,4 +271,21 @@ func check(s *spec.Spec, opts Options) (*model.Model, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// warnDegraded warns, located, of each schema the base types loosely (base.Degradation).
+func warnDegraded(src *spec.Source, degraded []base.Degradation, opts Options) {
+	if opts.Warnf == nil {
+		return
+	}
+	for _, d := range degraded {
+		pos := Pos{File: opts.Spec}
+		for n := len(d.Keys); n > 0; n-- { // the deepest place the node tree has
+			if k, _ := src.Lookup(d.Keys[:n]...); k != nil {
+				pos = src.Pos(k)
+				break
+			}
+		}
+		opts.Warnf("%s: %s", pos, d.Message())
+	}
 }

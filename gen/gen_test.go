@@ -64,6 +64,7 @@ var goldenCases = []string{
 	"redisonly",    // store: redis as the document default, every POST marked
 	"unionbody",    // inline oneOf/anyOf request bodies (oapi-codegen issue 2498): moved into components, their JSON kept
 	"unionmembers", // inline union members oapi-codegen names alike (Foo.bar's and FooBar's FooBar0): moved into components
+	"degraded",     // schemas oapi-codegen cannot type: a 3.1 multi-type scalar (json.RawMessage, warned), null in an integer enum
 	"client",       // client.yaml with -client: oapi-codegen's client and IdempotentClient beside the server
 	"clientonly",   // client.yaml with -client -server=false: models and client only
 }
@@ -774,4 +775,25 @@ func generateWarnings(t *testing.T, spec string) (path string, warnings []string
 		t.Fatal(err)
 	}
 	return path, warnings
+}
+
+// TestDegradedSchemaIsWarnedLocated generates a spec with a schema oapi-codegen cannot type
+// (a 3.1 type array of two scalars): the generation succeeds, and one warning names the
+// schema at its line and column and what idemgen typed it as.
+func TestDegradedSchemaIsWarnedLocated(t *testing.T) {
+	text, err := os.ReadFile("testdata/golden/degraded/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, warnings := generateWarnings(t, string(text))
+	var found []string
+	for _, w := range warnings {
+		if strings.Contains(w, "json.RawMessage") {
+			found = append(found, w)
+		}
+	}
+	want := path + ":23:9: components.schemas.Thing.properties.amount: oapi-codegen cannot type this schema (unhandled Schema type"
+	if len(found) != 1 || !strings.HasPrefix(found[0], want) {
+		t.Fatalf("warnings %q; want one that starts %q", warnings, want)
+	}
 }

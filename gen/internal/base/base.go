@@ -61,6 +61,9 @@ type Output struct {
 	constraints []string // build constraint lines oapi-codegen put above its header
 	code        string   // unformatted Go source, oapi-codegen's header removed
 	Ops         []codegen.OperationDefinition
+	// Degraded are the schemas oapi-codegen cannot type that the base types loosely
+	// (json.RawMessage) instead of failing: each a warning for the user.
+	Degraded []Degradation
 }
 
 // baseConfig is the oapi-codegen configuration of the base: models, the router's server
@@ -108,7 +111,7 @@ func Generate(doc *openapi3.T, m *model.Model, opts Target, internalize bool) (b
 		doc.InternalizeRefs(context.Background(), nil)
 	}
 	external := opts.External
-	b.Ops, err = prepareBase(doc, m, external, opts.Router, opts.Client)
+	b.Ops, b.Degraded, err = prepareBase(doc, m, external, opts.Router, opts.Client)
 	if err != nil {
 		return b, err
 	}

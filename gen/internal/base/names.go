@@ -109,12 +109,12 @@ func (s *site) keep() int {
 // parameters, bodies and responses: what the idempotent layer uses, which no rename here
 // changes). oapi-codegen's package state must hold this run's configuration (see
 // initCodegen).
-func resolveNames(doc *openapi3.T, router string, client bool) ([]codegen.OperationDefinition, error) {
+func resolveNames(doc *openapi3.T, router string, client bool) ([]codegen.OperationDefinition, []Degradation, error) {
 	codegen.SetGlobalStateSpec(doc)
 	comps := components(doc)
-	sites, ops, err := collectSites(doc, comps, router, client)
+	sites, ops, degraded, err := collectSites(doc, comps, router, client)
 	if err != nil {
-		return nil, err
+		return nil, degraded, err
 	}
 	taken := map[string]bool{}
 	for _, s := range sites {
@@ -124,7 +124,7 @@ func resolveNames(doc *openapi3.T, router string, client bool) ([]codegen.Operat
 	resolveCollisions(sites, taken)
 	resolveEnumConstants(sites, taken)
 	keepFieldNames(doc, comps)
-	return ops, nil
+	return ops, degraded, nil
 }
 
 // keepFieldNames keeps the Go field name of every property that refers to a component
@@ -156,13 +156,25 @@ func keepFieldNames(doc *openapi3.T, comps []*component) {
 
 // collectSites lists every type definition of the base: the components' (in the order
 // oapi-codegen declares them), the operations', and the reserved names (the router's too).
-func collectSites(doc *openapi3.T, comps []*component, router string, client bool) ([]*site, []codegen.OperationDefinition, error) {
+func collectSites(doc *openapi3.T, comps []*component, router string, client bool) ([]*site, []codegen.OperationDefinition, []Degradation, error) {
 	var sites []*site
+	var degraded []Degradation
 	otherJSON := otherJSONResponseSchemas(doc)
 	for _, c := range comps {
 		tds, err := c.typeDefinitions()
+		for range 20 { // each round types one more schema loosely
+			if err == nil {
+				break
+			}
+			d, ok := degrade(c, err)
+			if !ok {
+				break
+			}
+			degraded = append(degraded, d)
+			tds, err = c.typeDefinitions()
+		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("oapi-codegen: components/%s/%s: %w", c.section, c.name, err)
+			return nil, nil, degraded, fmt.Errorf("oapi-codegen: components/%s/%s: %w", c.section, c.name, err)
 		}
 		for i, td := range tds {
 			s := &site{name: td.TypeName, td: td, rank: rankInline, inline: inlineRenamable(td)}
@@ -184,7 +196,7 @@ func collectSites(doc *openapi3.T, comps []*component, router string, client boo
 	}
 	defs, err := codegen.OperationDefinitions(doc)
 	if err != nil {
-		return nil, nil, fmt.Errorf("oapi-codegen: %w", err)
+		return nil, nil, degraded, fmt.Errorf("oapi-codegen: %w", err)
 	}
 	for _, op := range defs {
 		if op.IsAlias {
@@ -214,7 +226,7 @@ func collectSites(doc *openapi3.T, comps []*component, router string, client boo
 	for _, n := range reserved {
 		sites = append(sites, &site{name: n, rank: rankFixed})
 	}
-	return sites, defs, nil
+	return sites, defs, degraded, nil
 }
 
 // pinOtherJSON gives an inline type of a response in a JSON media type other than

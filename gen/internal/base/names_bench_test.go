@@ -26,7 +26,7 @@ func BenchmarkResolveNames(b *testing.B) {
 				b.StopTimer()
 				doc := enumDoc(n)
 				b.StartTimer()
-				if _, err := resolveNames(doc, RouterStdHTTP, false); err != nil {
+				if _, _, err := resolveNames(doc, RouterStdHTTP, false); err != nil {
 					b.Fatal(err)
 				}
 			}

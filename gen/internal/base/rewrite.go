@@ -20,7 +20,7 @@ import (
 // an external base whose server is not known yet). It returns the operations as
 // oapi-codegen defines them (see resolveNames). With client, the names of oapi-codegen's
 // client are reserved too.
-func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, client bool) ([]codegen.OperationDefinition, error) {
+func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, client bool) ([]codegen.OperationDefinition, []Degradation, error) {
 	doc.Webhooks = nil // OpenAPI 3.1 webhooks are requests the service sends, not serves
 	for _, o := range m.Ops {
 		if o.Key.Header != "" && !external {
@@ -44,7 +44,7 @@ func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, 
 	}
 	if !external {
 		if err := componentMethodBodies(doc); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	spec.ForEachSchema(doc, func(s *openapi3.Schema) {
@@ -52,6 +52,7 @@ func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, 
 		dropUnmappedDiscriminator(s)
 		uniqueFieldNames(s)
 		enumOfStrings(s)
+		enumWithoutNull(s)
 	})
 	return resolveNames(doc, router, client)
 }
@@ -173,6 +174,19 @@ func enumOfStrings(s *openapi3.Schema) {
 	if err == nil && gs.GoType != "string" {
 		s.Format = ""
 	}
+}
+
+// enumWithoutNull drops null from the values of an enum that is not of strings (3.1's
+// `enum: [1, 2, null]`, with `type: [integer, "null"]` or without): oapi-codegen declares a
+// constant per value and refuses null in an integer or number type ("is not a number or
+// boolean literal"). The schema is nullable instead: the field is a pointer, nil for null;
+// the requests are still validated against the enum as written.
+func enumWithoutNull(s *openapi3.Schema) {
+	if len(s.Enum) == 0 || s.Type.Is(openapi3.TypeString) || !slices.Contains(s.Enum, nil) {
+		return
+	}
+	s.Enum = slices.DeleteFunc(s.Enum, func(v any) bool { return v == nil })
+	s.Nullable = true
 }
 
 // uniqueFieldNames gives the properties of one object schema distinct Go field names
