@@ -102,6 +102,11 @@ func TestKernelBlackhole(t *testing.T) {
 	if bound := 30 * time.Second; took < userTimeout || took > bound {
 		t.Errorf("a GET whose statement the kernel drops answered after %v; want between the TCP user timeout %v and %v, before its own 60 s bound", took.Round(time.Millisecond), userTimeout, bound)
 	}
+	// The server logs the error as it answers: its log line may reach the pipe the test
+	// reads a moment after the answer, so wait for it (bounded).
+	for deadline := time.Now().Add(5 * time.Second); !strings.Contains(srv.logs.String(), "connection timed out") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if !strings.Contains(srv.logs.String(), "connection timed out") {
 		t.Errorf("the server's log does not show the kernel's ETIMEDOUT (connection timed out):\n%s", tail(srv.logs.String(), 20))
 	}
