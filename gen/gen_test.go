@@ -286,6 +286,7 @@ func TestCompile(t *testing.T) {
 // TestErrors: each broken spec gives exactly these located errors.
 func TestErrors(t *testing.T) {
 	for _, c := range []struct{ file, want string }{
+		{"duplicate-operationid.yaml", `testdata/errors/duplicate-operationid.yaml:13:20: operationId "makeA" of POST /b is also the operationId of POST /a (testdata/errors/duplicate-operationid.yaml:7:20): operation ids are unique in a spec`},
 		{"unknown-field.yaml", `testdata/errors/unknown-field.yaml:8:9: x-idempotent.leese: unknown field, did you mean lease? (want one of header, body, required, lease, retention, timeout, wait, isolation, store, fingerprint-headers)`},
 		// A mistyped field names the closest one (edit distance, case ignored); a field
 		// close to none names none.

@@ -39,6 +39,7 @@ func Check(s *spec.Spec, errs *spec.ErrorList) *Model {
 	src := &source{&marker.Source{Source: s.Src}}
 	src.CheckTree(errs)
 	src.CheckPathTemplates(errs)
+	src.CheckOperationIDs(errs)
 	src.CheckContentRefs(errs)
 	src.CheckSpelling(errs)
 	_, markers := src.ReadMarkers(errs)

@@ -98,6 +98,44 @@ func (s *Source) CheckPathTemplates(errs *ErrorList) {
 	}
 }
 
+// CheckOperationIDs reports an operationId that another operation of the spec declares too
+// (compared as written: the OpenAPI specification makes them unique, "case-sensitive"), at
+// the later one, naming the first: the operation names every generated type and the key's
+// stored operation, so two operations would share their keys' replays.
+func (s *Source) CheckOperationIDs(errs *ErrorList) {
+	_, paths := s.Lookup("paths")
+	if paths == nil || paths.Kind != yaml.MappingNode {
+		return
+	}
+	type first struct {
+		method, path string
+		at           Pos
+	}
+	seen := map[string]first{}
+	for i := 0; i+1 < len(paths.Content); i += 2 {
+		pathKey, item := paths.Content[i], Deref(paths.Content[i+1])
+		if item.Kind != yaml.MappingNode {
+			continue
+		}
+		for j := 0; j+1 < len(item.Content); j += 2 {
+			method := strings.ToLower(item.Content[j].Value)
+			if !HTTPMethods[method] {
+				continue
+			}
+			_, id := Entry(Deref(item.Content[j+1]), "operationId")
+			if id == nil || id.Kind != yaml.ScalarNode || id.Value == "" {
+				continue
+			}
+			if f, dup := seen[id.Value]; dup {
+				errs.Add(s.Pos(id), "operationId %q of %s %s is also the operationId of %s %s (%s): operation ids are unique in a spec",
+					id.Value, strings.ToUpper(method), pathKey.Value, f.method, f.path, f.at)
+				continue
+			}
+			seen[id.Value] = first{strings.ToUpper(method), pathKey.Value, s.Pos(id)}
+		}
+	}
+}
+
 type pathParam struct {
 	name string
 	at   *yaml.Node // the parameter's name, or its $ref
