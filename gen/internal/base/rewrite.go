@@ -29,6 +29,7 @@ func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, 
 	}
 	uniqueOperationIDs(doc)
 	spec.ForEachOperation(doc, func(item *openapi3.PathItem, op *openapi3.Operation) {
+		inlineDeepRefs(item, op)
 		op.Callbacks = nil // requests the service sends, like webhooks
 		uniqueParamNames(spec.OperationParams(item, op))
 		if op.Responses != nil {
@@ -173,6 +174,40 @@ func enumOfStrings(s *openapi3.Schema) {
 	gs, err := codegen.GenerateGoSchema(&openapi3.SchemaRef{Value: s}, []string{"Enum"})
 	if err == nil && gs.GoType != "string" {
 		s.Format = ""
+	}
+}
+
+// inlineDeepRefs replaces, in an operation and its path item, a $ref to a parameter,
+// request body or response that is not a component of its kind
+// ("#/paths/~1things~1%7Bid%7D/get/parameters/1", a bundler's reference into another
+// operation) by the value kin-openapi resolved: oapi-codegen follows only
+// "#/components/<kind>/<name>" and fails on the others ("unexpected reference depth").
+func inlineDeepRefs(item *openapi3.PathItem, op *openapi3.Operation) {
+	deep := func(ref, kind string) bool {
+		if !strings.HasPrefix(ref, "#/") {
+			return false // another file's: internalized first
+		}
+		parts := strings.Split(strings.TrimPrefix(ref, "#/"), "/")
+		return len(parts) != 3 || parts[0] != "components" || parts[1] != kind
+	}
+	params := func(ps openapi3.Parameters) {
+		for i, p := range ps {
+			if p != nil && p.Value != nil && deep(p.Ref, "parameters") {
+				ps[i] = &openapi3.ParameterRef{Value: p.Value}
+			}
+		}
+	}
+	params(item.Parameters)
+	params(op.Parameters)
+	if b := op.RequestBody; b != nil && b.Value != nil && deep(b.Ref, "requestBodies") {
+		op.RequestBody = &openapi3.RequestBodyRef{Value: b.Value}
+	}
+	if op.Responses != nil {
+		for code, r := range op.Responses.Map() {
+			if r != nil && r.Value != nil && deep(r.Ref, "responses") {
+				op.Responses.Set(code, &openapi3.ResponseRef{Value: r.Value})
+			}
+		}
 	}
 }
 
