@@ -66,6 +66,7 @@ var goldenCases = []string{
 	"unionmembers", // inline union members oapi-codegen names alike (Foo.bar's and FooBar's FooBar0): moved into components
 	"degraded",     // schemas oapi-codegen cannot type: a 3.1 multi-type scalar (json.RawMessage, warned), null in an integer enum
 	"deepref",      // a $ref into another operation's parameters (#/paths/.../parameters/1): inlined
+	"binarybodies", // a body in several binary media types: one Body field (oapi-codegen declares one per type)
 	"client",       // client.yaml with -client: oapi-codegen's client and IdempotentClient beside the server
 	"clientonly",   // client.yaml with -client -server=false: models and client only
 }

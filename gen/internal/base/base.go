@@ -147,6 +147,7 @@ func Format(b *Output, opts Target) ([]byte, error) {
 	if len(dups) > 0 {
 		return nil, fmt.Errorf("the generated code would declare %s more than once; rename the schema or operation with x-go-name (and report it: idemgen should have)", strings.Join(dups, ", "))
 	}
+	dropDuplicateFields(fset, f)
 	dropUnusedImports(fset, f)
 	// The header is written as gofmt prints it (comment lines, one blank line), then
 	// the file from its package clause: the output of formatting the two together.
@@ -256,6 +257,38 @@ func dropIdenticalTypes(fset *token.FileSet, f *ast.File) {
 	}
 	f.Decls = decls
 	f.Comments = slices.DeleteFunc(f.Comments, func(c *ast.CommentGroup) bool { return dropped[c] })
+}
+
+// dropDuplicateFields drops, from every struct type of f, a field named and typed like an
+// earlier one of the same struct: oapi-codegen's strict server declares a request body's
+// field once per media type, and a body offered in several binary media types (image/png,
+// image/jpeg, application/pdf: each NameTag "") gets "Body io.Reader" once for each, which
+// does not compile; its handler assigns the one field for every media type. A field
+// repeated with another type is left (it is reported when the base does not compile).
+func dropDuplicateFields(fset *token.FileSet, f *ast.File) {
+	ast.Inspect(f, func(n ast.Node) bool {
+		st, ok := n.(*ast.StructType)
+		if !ok || st.Fields == nil {
+			return true
+		}
+		seen := map[string]string{}
+		fields := st.Fields.List[:0]
+		for _, fl := range st.Fields.List {
+			var b bytes.Buffer
+			if len(fl.Names) != 1 || printer.Fprint(&b, fset, fl.Type) != nil {
+				fields = append(fields, fl)
+				continue
+			}
+			name := fl.Names[0].Name
+			if typ, dup := seen[name]; dup && typ == b.String() && fl.Tag == nil {
+				continue
+			}
+			seen[name] = b.String()
+			fields = append(fields, fl)
+		}
+		st.Fields.List = fields
+		return true
+	})
 }
 
 // redeclared returns the package-level names (methods excluded) f declares more than once.

@@ -180,14 +180,31 @@ func buildPolicy(def *codegen.OperationDefinition, o *model.Operation, errs *spe
 
 // bodies adds the request bodies to the fingerprint: decoded ones as they are, streamed
 // ones (multipart, raw bytes) through a buffer.
+//
+// Media types that oapi-codegen gives one field (several binary ones: image/png and
+// image/jpeg are both Body io.Reader) are one part, named after all of them.
 func (p *policy) bodies(def *codegen.OperationDefinition) {
 	multi := len(def.Bodies) > 1
+	fieldOf := func(b codegen.RequestBodyDefinition) string {
+		if multi {
+			return b.NameTag + "Body"
+		}
+		return "Body"
+	}
+	types := map[string][]string{} // the media types of each field
 	for _, b := range def.Bodies {
-		field := "Body"
+		types[fieldOf(b)] = append(types[fieldOf(b)], b.ContentType)
+	}
+	seen := map[string]bool{}
+	for _, b := range def.Bodies {
+		field := fieldOf(b)
+		if seen[field] {
+			continue
+		}
+		seen[field] = true
 		name := "body"
 		if multi {
-			field = b.NameTag + "Body"
-			name = "body " + b.ContentType
+			name = "body " + strings.Join(types[field], ", ")
 		}
 		switch b.NameTag {
 		case "Multipart", "":
