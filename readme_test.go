@@ -296,3 +296,16 @@ func withDoc(d ast.Node, doc *ast.CommentGroup) ast.Node {
 	}
 	return docNode{d, doc.Pos()}
 }
+
+// The README is a newcomer's ten-minute read: the rest goes to docs/.
+const maxREADMELines = 400
+
+func TestREADMEIsShort(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), "\n"); n > maxREADMELines {
+		t.Errorf("README.md has %d lines, more than %d: move a subject to a page of docs/ and link it", n, maxREADMELines)
+	}
+}
