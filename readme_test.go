@@ -7,12 +7,14 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"unicode"
 )
 
-// quoteMarker precedes every Go block of README.md: the block is the named declarations
+// quoteMarker precedes every Go block of README.md and docs/*.md: the block is the named declarations
 // of FILE, verbatim (with their doc comments), one blank line apart. FILE is a _test.go
 // file whose Example functions `go vet` and `go test` compile, so the README's Go compiles.
 //
@@ -20,11 +22,35 @@ import (
 // a function, a type, or TYPE.METHOD.
 var quoteMarker = regexp.MustCompile(`^<!-- quoted from ([^:]+): (.+) -->$`)
 
-// -update rewrites the quoted blocks of README.md from their files.
-var update = flag.Bool("update", false, "rewrite README.md's quoted Go blocks")
+// -update rewrites the quoted blocks of README.md and docs/*.md from their files.
+var update = flag.Bool("update", false, "rewrite the quoted Go blocks of README.md and docs/*.md")
 
+// markdownPages are README.md and the pages of docs/.
+func markdownPages(t *testing.T) []string {
+	docs, err := filepath.Glob("docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]string{"README.md"}, docs...)
+}
+
+// TestREADMEGoIsQuotedFromCompiledFiles checks every Go block of README.md and of the
+// docs/ pages against the file it quotes (paths in the markers are from the repository's
+// root, wherever the page is).
 func TestREADMEGoIsQuotedFromCompiledFiles(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+	for _, page := range markdownPages(t) {
+		n := checkQuotes(t, page)
+		if page == "README.md" && n == 0 {
+			t.Error("README.md has no quoted Go block")
+		}
+	}
+}
+
+// checkQuotes checks the quoted Go blocks of one page (with -update, rewrites them) and
+// returns how many it has.
+func checkQuotes(t *testing.T, page string) int {
+	t.Helper()
+	readme, err := os.ReadFile(page)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +69,7 @@ func TestREADMEGoIsQuotedFromCompiledFiles(t *testing.T) {
 			var refs []string
 			want, refs, err = quote(m[1], strings.Split(m[2], ","))
 			if err != nil {
-				t.Fatalf("README.md:%d: %v", i+1, err)
+				t.Fatalf("%s:%d: %v", page, i+1, err)
 			}
 			wantFrom = m[1]
 			for _, name := range strings.Split(m[2], ",") {
@@ -65,10 +91,10 @@ func TestREADMEGoIsQuotedFromCompiledFiles(t *testing.T) {
 		got := strings.Join(block, "\n")
 		switch {
 		case want == "":
-			t.Errorf("README.md:%d: a Go block without a <!-- quoted from FILE: NAMES --> line above it", start)
+			t.Errorf("%s:%d: a Go block without a <!-- quoted from FILE: NAMES --> line above it", page, start)
 			out = append(out, block...)
 		case got != want && !*update:
-			t.Errorf("README.md:%d: the block differs from %s (go test . -update rewrites it); want:\n%s", start, wantFrom, want)
+			t.Errorf("%s:%d: the block differs from %s (go test . -run TestREADME -update rewrites it); want:\n%s", page, start, wantFrom, want)
 			out = append(out, block...)
 		default:
 			out = append(out, want)
@@ -77,21 +103,95 @@ func TestREADMEGoIsQuotedFromCompiledFiles(t *testing.T) {
 		quotes++
 		want = ""
 	}
-	if quotes == 0 {
-		t.Fatal("README.md has no quoted Go block")
-	}
 	// Self-contained: what a quoted declaration refers to in its file is quoted too.
 	for ref, line := range referenced {
 		if !quoted[ref] {
 			file, name, _ := strings.Cut(ref, " ")
-			t.Errorf("README.md:%d: the quote refers to %s, which it does not quote from %s", line, name, file)
+			t.Errorf("%s:%d: the quote refers to %s, which it does not quote from %s", page, line, name, file)
 		}
 	}
 	if *update {
-		if err := os.WriteFile("README.md", []byte(strings.Join(out, "\n")), 0o644); err != nil {
+		if err := os.WriteFile(page, []byte(strings.Join(out, "\n")), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return quotes
+}
+
+// mdLink is a Markdown link or image: [text](target).
+var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// TestREADMELinksResolve checks that every relative link of README.md and docs/*.md
+// names a file or folder of the repository and, when it has a #fragment into a Markdown
+// page, a heading of that page.
+func TestREADMELinksResolve(t *testing.T) {
+	for _, page := range markdownPages(t) {
+		data, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inFence := false
+		for i, line := range strings.Split(string(data), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "```") {
+				inFence = !inFence
+			}
+			if inFence {
+				continue
+			}
+			for _, m := range mdLink.FindAllStringSubmatch(line, -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				path, fragment, _ := strings.Cut(target, "#")
+				file := page
+				if path != "" {
+					file = filepath.Join(filepath.Dir(page), path)
+					if _, err := os.Stat(file); err != nil {
+						t.Errorf("%s:%d: link %s: no such file %s", page, i+1, target, file)
+						continue
+					}
+				}
+				if fragment != "" && strings.HasSuffix(file, ".md") && !anchors(t, file)[fragment] {
+					t.Errorf("%s:%d: link %s: %s has no heading #%s", page, i+1, target, file, fragment)
+				}
+			}
+		}
+	}
+}
+
+// anchors returns the GitHub anchors of the headings of a Markdown file.
+func anchors(t *testing.T, file string) map[string]bool {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	inFence := false
+	for _, line := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			inFence = !inFence
+		}
+		if inFence || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		heading := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		var b strings.Builder
+		for _, r := range strings.ToLower(heading) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		anchor := b.String()
+		for n := 1; seen[anchor]; n++ { // GitHub numbers repeated headings
+			anchor = fmt.Sprintf("%s-%d", b.String(), n)
+		}
+		seen[anchor] = true
+	}
+	return seen
 }
 
 // quote returns the source of the named declarations of file, one blank line apart, and
@@ -195,4 +295,17 @@ func withDoc(d ast.Node, doc *ast.CommentGroup) ast.Node {
 		return d
 	}
 	return docNode{d, doc.Pos()}
+}
+
+// The README is a newcomer's ten-minute read: the rest goes to docs/.
+const maxREADMELines = 400
+
+func TestREADMEIsShort(t *testing.T) {
+	data, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), "\n"); n > maxREADMELines {
+		t.Errorf("README.md has %d lines, more than %d: move a subject to a page of docs/ and link it", n, maxREADMELines)
+	}
 }

@@ -16,7 +16,7 @@
 // bare handler. BenchmarkBurst releases 50 requests together (-bursts times): 50
 // duplicates of one key against 50 distinct keys, through the floor and the generated
 // service.
-// Results are printed as a table too; the README's performance notes quote them.
+// Results are printed as a table too; docs/performance.md quotes them.
 //
 // Besides bare and the generated service, BenchmarkHTTP runs a hand-written floor
 // (floor_test.go) with as little Go as possible around its SQL: protocol-floor sends the
