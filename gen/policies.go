@@ -34,7 +34,13 @@ type Policy struct {
 // "FILE:LINE:COL: message"), without running oapi-codegen. Its error is an [ErrorList]
 // of the spec's located errors, or the one that stopped the load.
 func Policies(path string) ([]Policy, []string, error) {
-	m, err := model.Policies(path)
+	return PoliciesOverlaid(path, nil)
+}
+
+// PoliciesOverlaid is [Policies] of the spec at path with the overlay files applied to
+// it in order, as [Options].Overlays are.
+func PoliciesOverlaid(path string, overlays []string) ([]Policy, []string, error) {
+	m, err := model.Policies(path, overlays...)
 	if err != nil {
 		return nil, nil, located(err)
 	}
