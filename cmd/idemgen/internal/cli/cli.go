@@ -77,7 +77,7 @@ var flagSets = map[string]func() *flag.FlagSet{
 	"generate": func() *flag.FlagSet { fs, _ := newGenerateFlags(); return fs },
 	"purge":    func() *flag.FlagSet { fs, _ := newPurgeFlags(); return fs },
 	"keys":     func() *flag.FlagSet { fs, _ := newKeysFlags(); return fs },
-	"policies": func() *flag.FlagSet { fs, _, _ := newPoliciesFlags(); return fs },
+	"policies": func() *flag.FlagSet { fs, _, _, _, _ := newPoliciesFlags(); return fs },
 	"hammer":   hammer.FlagSet,
 }
 
