@@ -59,6 +59,9 @@ selects nothing is an error. For example, overlay.yaml:
 and, in a Go file beside openapi.yaml:
   //go:generate go tool idemgen generate -overlay overlay.yaml -package api -o api openapi.yaml
 
+idemgen annotate SPEC lists the candidates for a marker and writes such an overlay
+(-overlay-out FILE).
+
 Example:
   idemgen generate -package api -o api openapi.yaml
   idemgen generate -overlay idempotency.overlay.yaml -package api -o api vendor-openapi.yaml
