@@ -91,28 +91,51 @@ func Annotate(path string, overlays []string) ([]Annotation, []string, error) {
 
 // tryMarking marks the trial operations x-idempotent: true, all at once through an
 // overlay, and records for each the policy it gets, whether it is a candidate, and the
-// errors that marking it gives. When marking them all gives errors, each is tried alone,
-// so that every error goes to the operation it is about.
+// errors that marking it gives. An error located in the trial overlay (at the marker) is
+// its operation's; the operation is set aside and the others tried again. Errors located
+// elsewhere (a key the spec declares badly) are found by halving the operations tried.
 func tryMarking(path string, overlays []string, anns []Annotation, trial []int) error {
-	if len(trial) == 0 {
-		return nil
-	}
-	policies, problem, err := markTrial(path, overlays, anns, trial)
-	if err != nil {
-		return err
-	}
-	if problem != "" {
-		for _, i := range trial {
-			ps, problem, err := markTrial(path, overlays, anns, []int{i})
-			if err != nil {
+	pending := trial
+	for len(pending) > 0 {
+		policies, errs, err := markTrial(path, overlays, anns, pending)
+		if err != nil {
+			return err
+		}
+		if len(errs) == 0 {
+			for _, i := range pending {
+				judge(&anns[i], policies, "")
+			}
+			return nil
+		}
+		byOp := map[int][]string{}
+		var other []string
+		for _, e := range errs {
+			if e.action >= 0 {
+				byOp[pending[e.action]] = append(byOp[pending[e.action]], e.msg)
+			} else {
+				other = append(other, e.msg)
+			}
+		}
+		if len(byOp) == 0 {
+			if len(pending) == 1 {
+				judge(&anns[pending[0]], nil, strings.Join(other, "\n"))
+				return nil
+			}
+			h := len(pending) / 2
+			if err := tryMarking(path, overlays, anns, pending[:h]); err != nil {
 				return err
 			}
-			judge(&anns[i], ps, problem)
+			return tryMarking(path, overlays, anns, pending[h:])
 		}
-		return nil
-	}
-	for _, i := range trial {
-		judge(&anns[i], policies, "")
+		var rest []int
+		for _, i := range pending {
+			if msgs, ok := byOp[i]; ok {
+				judge(&anns[i], nil, strings.Join(msgs, "\n"))
+			} else {
+				rest = append(rest, i)
+			}
+		}
+		pending = rest
 	}
 	return nil
 }
@@ -137,59 +160,81 @@ func judge(a *Annotation, policies map[string]Policy, problem string) {
 	}
 }
 
+// trialError is an error of a trial: its text, and the index of the trial's operation
+// whose action it is located in (-1: located elsewhere).
+type trialError struct {
+	msg    string
+	action int
+}
+
 // markTrial generates the policies with the operations of trial marked x-idempotent:
-// true by an overlay (a temporary file); problem is the errors that gives, one a line.
-func markTrial(path string, overlays []string, anns []Annotation, trial []int) (map[string]Policy, string, error) {
+// true by an overlay (a temporary file), or returns the errors that gives.
+func markTrial(path string, overlays []string, anns []Annotation, trial []int) (map[string]Policy, []trialError, error) {
 	f, err := os.CreateTemp("", "idemgen-annotate-*.yaml")
 	if err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	defer os.Remove(f.Name())
 	var ops []Annotation
 	for _, i := range trial {
 		ops = append(ops, anns[i])
 	}
-	if _, err := f.Write(CandidateOverlay("idemgen annotate trial", ops)); err != nil {
+	text, starts := candidateOverlay("idemgen annotate trial", ops)
+	if _, err := f.Write(text); err != nil {
 		f.Close()
-		return nil, "", err
+		return nil, nil, err
 	}
 	if err := f.Close(); err != nil {
-		return nil, "", err
+		return nil, nil, err
 	}
 	m, err := model.Policies(path, append(slices.Clip(overlays), f.Name())...)
 	if err != nil {
 		located := spec.Errors(err)
 		if located == nil {
-			return nil, "", err
+			return nil, nil, err
 		}
-		var lines []string
+		var errs []trialError
 		for _, e := range located {
-			msg := e.Error()
+			te := trialError{msg: e.Error(), action: -1}
 			if e.Pos.File == f.Name() {
-				msg = e.Msg // the trial overlay is no file of the user's
+				te.msg = e.Msg // the trial overlay is no file of the user's
+				if j, ok := slices.BinarySearch(starts, e.Pos.Line); ok {
+					te.action = j
+				} else if j > 0 {
+					te.action = j - 1
+				}
 			}
-			lines = append(lines, msg)
+			errs = append(errs, te)
 		}
-		return nil, strings.Join(lines, "\n"), nil
+		return nil, errs, nil
 	}
 	ps := map[string]Policy{}
 	for _, o := range m.Ops {
 		ps[o.Method+" "+o.Path] = policyOf(o)
 	}
-	return ps, "", nil
+	return ps, nil, nil
 }
 
 // CandidateOverlay is an OpenAPI Overlay 1.0 document (RFC 9535 JSONPath) whose actions
 // mark each of ops x-idempotent: true, one action an operation, titled title.
 func CandidateOverlay(title string, ops []Annotation) []byte {
+	text, _ := candidateOverlay(title, ops)
+	return text
+}
+
+// candidateOverlay is CandidateOverlay, and the line each action starts on.
+func candidateOverlay(title string, ops []Annotation) ([]byte, []int) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "overlay: 1.0.0\nx-speakeasy-jsonpath: rfc9535\ninfo:\n  title: %s\n  version: 1.0.0\nactions:\n", yamlString(title))
+	starts := make([]int, 0, len(ops))
+	line := 7 // each action is four lines (the scalars are quoted on one line)
 	for _, a := range ops {
+		starts, line = append(starts, line), line+4
 		fmt.Fprintf(&b, "  - target: %s\n", yamlString(fmt.Sprintf("$.paths[%s].%s", jsonPathString(a.Path), strings.ToLower(a.Method))))
 		fmt.Fprintf(&b, "    description: %s\n", yamlString(a.Operation))
 		fmt.Fprintf(&b, "    update:\n      %s: true\n", MarkerExt)
 	}
-	return []byte(b.String())
+	return []byte(b.String()), starts
 }
 
 // jsonPathString is s as an RFC 9535 single-quoted string literal.
