@@ -95,3 +95,32 @@ paths:
 		t.Errorf("streamEvents: %+v, want a candidate whose marking fails on the stream", a)
 	}
 }
+
+// InsertMarkers adds lines only, in YAML (block style) and JSON (CRLF kept), and the
+// result marks the operations; a flow-style operation is refused, located.
+func TestInsertMarkers(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ name, text, want string }{
+		{"openapi.yaml", "openapi: 3.0.3\ninfo: {title: t, version: 1.0.0}\npaths:\n  /a:\n    post:   # create\n      # the id\n      operationId: a\n      responses: {\"201\": {description: ok}}\n",
+			"openapi: 3.0.3\ninfo: {title: t, version: 1.0.0}\npaths:\n  /a:\n    post:   # create\n      # the id\n      x-idempotent: true\n      operationId: a\n      responses: {\"201\": {description: ok}}\n"},
+		{"openapi.json", "{\r\n\t\"openapi\": \"3.0.3\",\r\n\t\"info\": {\"title\": \"t\", \"version\": \"1.0.0\"},\r\n\t\"paths\": {\"/a\": {\"post\": {\r\n\t\t\"operationId\": \"a\",\r\n\t\t\"responses\": {\"201\": {\"description\": \"ok\"}}}}}\r\n}\r\n",
+			"{\r\n\t\"openapi\": \"3.0.3\",\r\n\t\"info\": {\"title\": \"t\", \"version\": \"1.0.0\"},\r\n\t\"paths\": {\"/a\": {\"post\": {\r\n\t\t\"x-idempotent\": true,\r\n\t\t\"operationId\": \"a\",\r\n\t\t\"responses\": {\"201\": {\"description\": \"ok\"}}}}}\r\n}\r\n"},
+	} {
+		p := writeFile(t, dir, c.name, c.text)
+		got, err := gen.InsertMarkers(p, []gen.Annotation{{Method: "POST", Path: "/a"}})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if string(got) != c.want {
+			t.Errorf("%s:\n%q\nwant\n%q", c.name, got, c.want)
+		}
+		writeFile(t, dir, c.name, string(got))
+		if ps, _, err := gen.Policies(p); err != nil || len(ps) != 1 {
+			t.Errorf("%s marked: %v, %v", c.name, ps, err)
+		}
+	}
+	p := writeFile(t, dir, "flow.yaml", "openapi: 3.0.3\ninfo: {title: t, version: 1.0.0}\npaths:\n  /a:\n    post: {operationId: a, responses: {\"201\": {description: ok}}}\n")
+	if _, err := gen.InsertMarkers(p, []gen.Annotation{{Method: "POST", Path: "/a"}}); err == nil || !strings.HasPrefix(err.Error(), p+":5:5: POST /a: the operation is written in flow style") {
+		t.Errorf("flow style: %v", err)
+	}
+}

@@ -74,6 +74,47 @@ func TestCorpusOverlays(t *testing.T) {
 		if err != nil || len(ps) != len(cands) {
 			t.Errorf("%s: %d operations marked by the candidates' overlay (%v), want %d", name, len(ps), err, len(cands))
 		}
+		// The same candidates marked in the spec itself (annotate -w): lines added only.
+		written, err := gen.InsertMarkers(spec, cands)
+		if err != nil {
+			t.Errorf("%s: InsertMarkers: %v", name, err)
+			continue
+		}
+		if !insertionsOnly(mustRead(t, spec), written) {
+			t.Errorf("%s: InsertMarkers changed more than added lines", name)
+		}
+		w := filepath.Join(dir, "w-"+name)
+		if err := os.WriteFile(w, written, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := gen.Generate(gen.Options{Spec: w, Package: "api"}); err != nil {
+			t.Errorf("%s with the markers written in: %v", name, err)
+		}
+		if ps, _, err := gen.Policies(w); err != nil || len(ps) != len(cands) {
+			t.Errorf("%s: %d operations marked in the spec (%v), want %d", name, len(ps), err, len(cands))
+		}
 		t.Logf("%s: %d operations, %d candidates marked", name, len(anns), len(cands))
 	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// insertionsOnly reports whether the lines of old are the lines of cur with some lines
+// taken out, in order: cur only adds lines to old.
+func insertionsOnly(old, cur []byte) bool {
+	a, b := bytes.SplitAfter(old, []byte("\n")), bytes.SplitAfter(cur, []byte("\n"))
+	i := 0
+	for _, l := range b {
+		if i < len(a) && bytes.Equal(a[i], l) {
+			i++
+		}
+	}
+	return i == len(a)
 }

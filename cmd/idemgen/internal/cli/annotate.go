@@ -13,7 +13,7 @@ import (
 	"github.com/idemgen/idemgen/internal/cliflag"
 )
 
-const annotateHelp = `usage: idemgen annotate [-overlay FILE]... [-overlay-out FILE [-only OP,...]] SPEC
+const annotateHelp = `usage: idemgen annotate [-overlay FILE]... [-overlay-out FILE | -w] [-only OP,...] SPEC
 
 Prints, for every operation of SPEC, what idemgen makes of it: MARKED is yes (its
 x-idempotent, or x-idempotent-defaults.methods: "by methods"), "opted out"
@@ -32,24 +32,32 @@ spec you do not own live in a file of yours, to review and refine (a lease, a re
 key) before committing it. -overlay applies existing overlays first, as generate does:
 an operation they mark is no candidate.
 
+With -w, writes the markers into SPEC itself instead: x-idempotent: true on a line of its
+own before each chosen operation's first key, with its indentation ("x-idempotent": true,
+in JSON). Nothing else of the file changes (formatting, comments, key order, line
+endings): its diff has insertions only. An operation written in flow style cannot take a
+line and is an error. -w does not combine with -overlay.
+
 Example:
   idemgen annotate openapi.yaml
   idemgen annotate -overlay-out idempotency.overlay.yaml openapi.yaml
   idemgen annotate -only addPet,updatePet -overlay-out idempotency.overlay.yaml openapi.yaml
   idemgen generate -overlay idempotency.overlay.yaml -package api -o api openapi.yaml
+  idemgen annotate -w -only addPet openapi.yaml
 `
 
-func newAnnotateFlags() (*flag.FlagSet, *listFlag, *string, *string) {
+func newAnnotateFlags() (*flag.FlagSet, *listFlag, *string, *string, *bool) {
 	fs := newFlagSet("annotate")
 	overlays := &listFlag{}
 	fs.Var(overlays, "overlay", overlayUsage)
 	out := fs.String("overlay-out", "", "write an overlay marking the candidates to `FILE`")
-	only := fs.String("only", "", "with -overlay-out, mark only these `OPS` (comma-separated operationIds or \"POST /path\")")
-	return fs, overlays, out, only
+	only := fs.String("only", "", "with -overlay-out or -w, mark only these `OPS` (comma-separated operationIds or \"POST /path\")")
+	write := fs.Bool("w", false, "write the markers into SPEC itself, as added lines only")
+	return fs, overlays, out, only, write
 }
 
 func annotate(args []string, stdout, stderr io.Writer) int {
-	fs, overlays, outFile, only := newAnnotateFlags()
+	fs, overlays, outFile, only, write := newAnnotateFlags()
 	rest, code, done := cliflag.Parse(fs, args, annotateHelp, stdout, stderr)
 	if done {
 		return code
@@ -57,8 +65,14 @@ func annotate(args []string, stdout, stderr io.Writer) int {
 	if len(rest) != 1 {
 		return usageErrors(stderr, fs.Name(), fmt.Sprintf("want one SPEC, got %s", plural(len(rest), "argument")))
 	}
-	if *only != "" && *outFile == "" {
-		return usageErrors(stderr, fs.Name(), "-only without -overlay-out FILE")
+	if *only != "" && *outFile == "" && !*write {
+		return usageErrors(stderr, fs.Name(), "-only without -overlay-out FILE or -w")
+	}
+	if *write && *outFile != "" {
+		return usageErrors(stderr, fs.Name(), "-w and -overlay-out: the markers go into the spec or into an overlay, not both")
+	}
+	if *write && len(*overlays) > 0 {
+		return usageErrors(stderr, fs.Name(), "-w with -overlay: -w writes into the spec file, which holds no overlay's changes")
 	}
 	anns, warnings, err := gen.Annotate(rest[0], *overlays)
 	if err != nil {
@@ -75,7 +89,7 @@ func annotate(args []string, stdout, stderr io.Writer) int {
 	for _, w := range warnings {
 		fmt.Fprintln(stderr, "idemgen: warning: "+w)
 	}
-	if *outFile == "" {
+	if *outFile == "" && !*write {
 		return ExitOK
 	}
 	var chosen []gen.Annotation
@@ -107,8 +121,26 @@ func annotate(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if len(chosen) == 0 {
-		fmt.Fprintf(stderr, "idemgen annotate: no operation to mark: %s not written\n", *outFile)
+		fmt.Fprintln(stderr, "idemgen annotate: no operation to mark: nothing written")
 		return ExitFail
+	}
+	if *write {
+		text, err := gen.InsertMarkers(rest[0], chosen)
+		if err == nil {
+			err = os.WriteFile(rest[0], text, 0o644)
+		}
+		if err != nil {
+			if located := gen.Errors(err); located != nil {
+				for _, e := range located {
+					fmt.Fprintln(stderr, e)
+				}
+			} else {
+				fmt.Fprintf(stderr, "idemgen annotate: %v\n", err)
+			}
+			return ExitFail
+		}
+		fmt.Fprintf(stderr, "idemgen annotate: %s: %s marked %s (lines added only)\n", rest[0], plural(len(chosen), "operation"), gen.MarkerExt)
+		return ExitOK
 	}
 	if err := os.WriteFile(*outFile, gen.CandidateOverlay("idempotency markers for "+rest[0], chosen), 0o644); err != nil {
 		fmt.Fprintf(stderr, "idemgen annotate: %v\n", err)

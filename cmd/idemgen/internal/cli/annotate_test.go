@@ -59,3 +59,33 @@ func TestAnnotate(t *testing.T) {
 		t.Errorf("-only nosuch: exit %d: %s", code, stderr)
 	}
 }
+
+// annotate -w -only writes the marker into the spec as one added line, and refuses
+// -overlay.
+func TestAnnotateWrite(t *testing.T) {
+	orig, err := os.ReadFile(overlayCase + "openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := filepath.Join(t.TempDir(), "openapi.yaml")
+	if err := os.WriteFile(spec, orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := run("annotate", "-w", "-only", "addPet", spec); code != ExitOK {
+		t.Fatalf("annotate -w: exit %d: %s", code, stderr)
+	}
+	got, err := os.ReadFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Replace(string(orig), "      operationId: addPet\n", "      x-idempotent: true\n      operationId: addPet\n", 1)
+	if string(got) != want {
+		t.Errorf("annotate -w wrote:\n%s", got)
+	}
+	if code, out, _ := run("policies", spec); code != ExitOK || !strings.Contains(out, "addPet") {
+		t.Errorf("policies after -w: exit %d:\n%s", code, out)
+	}
+	if code, _, _ := run("annotate", "-w", "-overlay", overlayCase+"overlay.yaml", spec); code != ExitUsage {
+		t.Errorf("-w -overlay: exit %d, want %d", code, ExitUsage)
+	}
+}

@@ -32,9 +32,9 @@ Usage:
   idemgen generate [flags] SPEC   write the handlers (idemgen generate -h)
   idemgen policies [-against OLD] SPEC
                                   print every marked operation's policy, or what changed
-  idemgen annotate [-overlay-out FILE] SPEC
+  idemgen annotate [-overlay-out FILE | -w] SPEC
                                   what idemgen makes of every operation, the candidates
-                                  for a marker; write an overlay that marks them
+                                  for a marker; mark them in an overlay, or the spec
   idemgen schema [-citus]         print schema.sql (the idempotency_keys table), or
                                   with -citus its distribution on a Citus cluster
   idemgen purge [flags]           delete expired idempotency keys, e.g. from cron
@@ -82,7 +82,7 @@ var flagSets = map[string]func() *flag.FlagSet{
 	"purge":    func() *flag.FlagSet { fs, _ := newPurgeFlags(); return fs },
 	"keys":     func() *flag.FlagSet { fs, _ := newKeysFlags(); return fs },
 	"policies": func() *flag.FlagSet { fs, _, _, _, _ := newPoliciesFlags(); return fs },
-	"annotate": func() *flag.FlagSet { fs, _, _, _ := newAnnotateFlags(); return fs },
+	"annotate": func() *flag.FlagSet { fs, _, _, _, _ := newAnnotateFlags(); return fs },
 	"hammer":   hammer.FlagSet,
 }
 
