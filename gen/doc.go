@@ -335,6 +335,12 @@
 // included (as YAML), is the overlaid document's, and -check compares with it.
 // [PoliciesOverlaid] reads the policies the same way.
 //
+// [Annotate] (idemgen annotate) tells what idemgen makes of every operation and which
+// unmarked ones are candidates for a marker (a POST, PUT or PATCH, or an operation that
+// declares a key), with the policy x-idempotent: true would give each or the errors it
+// would; [CandidateOverlay] writes the overlay that marks them, and [InsertMarkers] the
+// spec with the markers as added lines only.
+//
 // # Errors
 //
 // Each is reported as FILE:LINE:COL: message, all of them at once, in file order:

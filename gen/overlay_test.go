@@ -46,6 +46,11 @@ func TestOverlayErrorsLocated(t *testing.T) {
     update:
       lease: 5 minutes
 `), `OVERLAY:8:14: x-idempotent.lease: "5 minutes" is not a duration (want e.g. "30s", "5m", "24h")`},
+		{"defaults at the root", overlaySpec, overlayOf(`  - target: $
+    update:
+      x-idempotent-defaults:
+        lease: 5 minutes
+`), `OVERLAY:9:16: x-idempotent-defaults.lease: "5 minutes" is not a duration`},
 		{"unknown field", overlaySpec, overlayOf(`  - target: $.paths['/pets'].post
     update:
       x-idempotent: {leese: 10s}
