@@ -313,6 +313,34 @@
 //     inlined (internal/spec). Schemas, examples and extensions are not searched: a
 //     schema property named content is data.
 //
+// # Overlays
+//
+// [Options].Overlays are OpenAPI Overlay documents (1.0; 1.1 too) applied to the spec
+// before any step reads it, in order, by github.com/speakeasy-api/openapi/overlay, the
+// library oapi-codegen applies its own output-options.overlay with: the markers of a
+// spec a team does not own (a platform team's, a vendor's) live in a file of its own.
+//
+//	overlay: 1.0.0
+//	info: {title: idempotency markers, version: 1.0.0}
+//	actions:
+//	  - target: $.paths['/pets'].post
+//	    update:
+//	      x-idempotent: {required: true, lease: 10s}
+//
+// The overlay is applied to the located node tree (step 1), and what an action wrote
+// keeps its place in the overlay file: a marker an overlay inserted, or a value of the
+// spec it replaced, is reported at the overlay's FILE:LINE:COL, the rest of the
+// document at the spec's. An action whose target selects nothing is an error at its
+// target, as is an overlay that is not valid. Every generated file, spec.gen.go
+// included (as YAML), is the overlaid document's, and -check compares with it.
+// [PoliciesOverlaid] reads the policies the same way.
+//
+// [Annotate] (idemgen annotate) tells what idemgen makes of every operation and which
+// unmarked ones are candidates for a marker (a POST, PUT or PATCH, or an operation that
+// declares a key), with the policy x-idempotent: true would give each or the errors it
+// would; [CandidateOverlay] writes the overlay that marks them, and [InsertMarkers] the
+// spec with the markers as added lines only.
+//
 // # Errors
 //
 // Each is reported as FILE:LINE:COL: message, all of them at once, in file order:

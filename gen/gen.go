@@ -60,6 +60,12 @@ type Options struct {
 	Package string // Go package name
 	Dir     string // output directory; read only with Base external, to check the base is there
 	Base    string // BaseOapiCodegen (default) or BaseExternal
+	// Overlays are OpenAPI Overlay documents (1.0 or 1.1) applied to the spec, in order,
+	// before anything reads it, with the library oapi-codegen applies its overlays with
+	// (github.com/speakeasy-api/openapi/overlay): markers can be added to a spec one does
+	// not own. Every generated file, spec.gen.go included, is the overlaid document's; a
+	// mistake in what an overlay wrote is reported at its place in the overlay file.
+	Overlays []string
 	// Router is the server of the base idemgen writes: RouterStdHTTP (default),
 	// RouterChi, RouterEcho or RouterGin. With BaseExternal the package's own
 	// oapi-codegen output says which (Router, when set, must agree with it); it shapes
@@ -144,7 +150,7 @@ func generate(opts Options) ([]File, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := spec.Load(opts.Spec)
+	s, err := spec.Load(opts.Spec, opts.Overlays...)
 	if err != nil {
 		return nil, err
 	}

@@ -69,7 +69,11 @@ var goldenCases = []string{
 	"binarybodies", // a body in several binary media types: one Body field (oapi-codegen declares one per type)
 	"client",       // client.yaml with -client: oapi-codegen's client and IdempotentClient beside the server
 	"clientonly",   // client.yaml with -client -server=false: models and client only
+	"overlay",      // an unmarked openapi.yaml marked by overlay.yaml (Options.Overlays)
 }
+
+// goldenOverlays are the cases generated with overlays: the files of their directory.
+var goldenOverlays = map[string][]string{"overlay": {"overlay.yaml"}}
 
 // goldenRedis are the cases whose generated code imports idem/idemredis, a module of its
 // own: idem/idemredis's TestGeneratedCodeCompiles compiles them.
@@ -145,6 +149,9 @@ func TestGolden(t *testing.T) {
 		t.Run(c, func(t *testing.T) {
 			dir := filepath.Join("testdata", "golden", c)
 			opts := gen.Options{Spec: goldenSpec(t, c), Package: c, Router: goldenRouters[c], Version: "(devel)"}
+			for _, o := range goldenOverlays[c] {
+				opts.Overlays = append(opts.Overlays, filepath.Join(dir, o))
+			}
 			want := []string{gen.BaseFile, gen.SpecFile, gen.IdempotentFile}
 			if only, ok := goldenClient[c]; ok {
 				opts.Client, opts.ClientOnly = true, only

@@ -34,10 +34,26 @@ type Policy struct {
 // "FILE:LINE:COL: message"), without running oapi-codegen. Its error is an [ErrorList]
 // of the spec's located errors, or the one that stopped the load.
 func Policies(path string) ([]Policy, []string, error) {
-	m, err := model.Policies(path)
+	return PoliciesOverlaid(path, nil)
+}
+
+// PoliciesOverlaid is [Policies] of the spec at path with the overlay files applied to
+// it in order, as [Options].Overlays are.
+func PoliciesOverlaid(path string, overlays []string) ([]Policy, []string, error) {
+	m, err := model.Policies(path, overlays...)
 	if err != nil {
 		return nil, nil, located(err)
 	}
+	warnings := modelWarnings(m)
+	out := make([]Policy, 0, len(m.Ops))
+	for _, o := range m.Ops {
+		out = append(out, policyOf(o))
+	}
+	return out, warnings, nil
+}
+
+// modelWarnings are m's warnings as located lines.
+func modelWarnings(m *model.Model) []string {
 	var warnings []string
 	for _, w := range m.Warnings {
 		warnings = append(warnings, w.Error())
@@ -45,19 +61,20 @@ func Policies(path string) ([]Policy, []string, error) {
 	for _, u := range m.Unmarked {
 		warnings = append(warnings, fmt.Sprintf("%s: %s %s is left unmarked by %s.methods: %s", u.Pos, u.Method, u.Path, DefaultsExt, u.Why))
 	}
-	out := make([]Policy, 0, len(m.Ops))
-	for _, o := range m.Ops {
-		p := Policy{
-			Operation: o.Name, Method: o.Method, Path: o.Path, Pos: o.Pos, ByMethod: o.ByMethod,
-			KeySource: "header " + o.Key.Header, KeyAdded: o.Key.Body == "" && !o.Key.Declared,
-			KeyRules: model.KeyRules(o.Key.Schema), Required: o.Required,
-			Lease: o.Lease, Retention: o.Retention, Timeout: o.Timeout, Wait: o.Wait,
-			Isolation: o.Isolation, Store: o.Store, FingerprintHeaders: o.FingerprintHeaders,
-		}
-		if o.Key.Body != "" {
-			p.KeySource = "body " + o.Key.Body
-		}
-		out = append(out, p)
+	return warnings
+}
+
+// policyOf is o's Policy.
+func policyOf(o *model.Operation) Policy {
+	p := Policy{
+		Operation: o.Name, Method: o.Method, Path: o.Path, Pos: o.Pos, ByMethod: o.ByMethod,
+		KeySource: "header " + o.Key.Header, KeyAdded: o.Key.Body == "" && !o.Key.Declared,
+		KeyRules: model.KeyRules(o.Key.Schema), Required: o.Required,
+		Lease: o.Lease, Retention: o.Retention, Timeout: o.Timeout, Wait: o.Wait,
+		Isolation: o.Isolation, Store: o.Store, FingerprintHeaders: o.FingerprintHeaders,
 	}
-	return out, warnings, nil
+	if o.Key.Body != "" {
+		p.KeySource = "body " + o.Key.Body
+	}
+	return p
 }

@@ -16,9 +16,10 @@ import (
 // with its resolved policy, and the warnings, with no oapi-codegen run. Its error is the
 // run's located errors (an ErrorList, sorted by position), or the one that stopped the
 // load (an unreadable file, a YAML or JSON syntax error, a document that is not OpenAPI
-// 3.0/3.1).
-func Policies(path string) (*Model, error) {
-	s, err := spec.Load(path)
+// 3.0/3.1, an overlay that cannot be applied). The overlays are applied to the spec in
+// order (spec.Load).
+func Policies(path string, overlays ...string) (*Model, error) {
+	s, err := spec.Load(path, overlays...)
 	if err != nil {
 		return nil, err
 	}

@@ -2,8 +2,9 @@
 // located document. It reads the OpenAPI file twice over, as a node tree for positions
 // (Source: JSON through encoding/json's tokenizer, YAML through go.yaml.in/yaml/v4) and
 // as kin-openapi's document (Spec.Doc: external $refs to local files only; a bundler's
-// content $refs resolved first, contentref.go), and runs the checks of the document
-// itself: the OpenAPI version, duplicate keys, local $refs, path templates against their
+// content $refs resolved first, contentref.go), after applying the OpenAPI Overlay
+// documents given (overlay.go: what an overlay wrote is located in the overlay file), and
+// runs the checks of the document itself: the OpenAPI version, duplicate keys, local $refs, path templates against their
 // path parameters, content $refs.
 //
 // Its errors are the ones every later step reports: Pos, Error and ErrorList (FILE:LINE:COL
@@ -19,5 +20,6 @@
 // walks, media types), source.go (the node tree, positions, JSON pointers), loader.go
 // (kin-openapi's loader as idemgen configures it), jsondoc.go (a JSON document decoded
 // from the node tree instead of parsed again), contentref.go, check.go (the document's
-// own checks), load.go (Load: all of it, in order).
+// own checks), overlay.go (ApplyOverlays: overlays on the node tree, with the
+// overlay's positions), load.go (Load: all of it, in order).
 package spec

@@ -17,13 +17,18 @@ type Spec struct {
 	LoadErr error
 }
 
-// Load reads and parses the spec file. Only an unreadable file, a YAML syntax error or a
-// document that is not OpenAPI 3.0/3.1 stops it; kin-openapi's own load error is kept
-// in LoadErr, located (an *Error), to be reported with every other error of the run.
-func Load(path string) (*Spec, error) {
+// Load reads and parses the spec file, and applies the overlay files to it in order
+// (ApplyOverlays). Only an unreadable file, a YAML syntax error, an overlay that cannot
+// be applied or a document that is not OpenAPI 3.0/3.1 stops it; kin-openapi's own load
+// error is kept in LoadErr, located (an *Error), to be reported with every other error
+// of the run.
+func Load(path string, overlays ...string) (*Spec, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
+	}
+	if len(overlays) > 0 {
+		return loadOverlaid(path, data, overlays)
 	}
 	var doc *openapi3.T
 	var docErr error
@@ -52,6 +57,41 @@ func Load(path string) (*Spec, error) {
 	} else if viaTree {
 		doc, docErr = src.decodeJSONDoc(path, data)
 	}
+	s.Doc = doc
+	if docErr != nil {
+		s.Doc, s.LoadErr = nil, src.locateLoadError(docErr)
+	}
+	return s, nil
+}
+
+// loadOverlaid is Load with overlays: the tree is overlaid, and kin-openapi and the spec
+// file read the overlaid document, as YAML.
+func loadOverlaid(path string, data []byte, overlays []string) (*Spec, error) {
+	src, err := ParseSource(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := src.checkVersion(); err != nil {
+		return nil, err
+	}
+	if err := src.ApplyOverlays(overlays); err != nil {
+		return nil, err
+	}
+	if err := src.checkVersion(); err != nil {
+		return nil, err
+	}
+	s := &Spec{Src: src}
+	inlined, ok, err := src.inlineContentRefs()
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		if inlined, err = src.encode(); err != nil {
+			return nil, err
+		}
+	}
+	s.Data = inlined
+	doc, docErr := LoadDoc(path, inlined)
 	s.Doc = doc
 	if docErr != nil {
 		s.Doc, s.LoadErr = nil, src.locateLoadError(docErr)

@@ -22,6 +22,9 @@ type Source struct {
 	file string     // as given on the command line, for messages
 	Root *yaml.Node // the document node's content: the root mapping
 	JSON bool       // the file is JSON
+	// origin holds the nodes an overlay wrote (ApplyOverlays), at their place in the
+	// overlay file.
+	origin map[*yaml.Node]Pos
 }
 
 // ParseSource parses data (YAML or JSON) into a node tree. A syntax error is a located
@@ -228,6 +231,9 @@ func (s *Source) ExternalRefs() bool {
 func (s *Source) Pos(n *yaml.Node) Pos {
 	if n == nil {
 		return Pos{File: s.file}
+	}
+	if p, ok := s.origin[n]; ok {
+		return p
 	}
 	return Pos{File: s.file, Line: n.Line, Col: n.Column}
 }

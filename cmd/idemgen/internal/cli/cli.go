@@ -32,6 +32,9 @@ Usage:
   idemgen generate [flags] SPEC   write the handlers (idemgen generate -h)
   idemgen policies [-against OLD] SPEC
                                   print every marked operation's policy, or what changed
+  idemgen annotate [-overlay-out FILE | -w] SPEC
+                                  what idemgen makes of every operation, the candidates
+                                  for a marker; mark them in an overlay, or the spec
   idemgen schema [-citus]         print schema.sql (the idempotency_keys table), or
                                   with -citus its distribution on a Citus cluster
   idemgen purge [flags]           delete expired idempotency keys, e.g. from cron
@@ -61,6 +64,7 @@ var commands = map[string]func(args []string, stdout, stderr io.Writer) int{
 	"generate": generate,
 	"schema":   schema,
 	"policies": policies,
+	"annotate": annotate,
 	"purge":    purge,
 	"keys":     keys,
 	"version":  version,
@@ -77,7 +81,8 @@ var flagSets = map[string]func() *flag.FlagSet{
 	"generate": func() *flag.FlagSet { fs, _ := newGenerateFlags(); return fs },
 	"purge":    func() *flag.FlagSet { fs, _ := newPurgeFlags(); return fs },
 	"keys":     func() *flag.FlagSet { fs, _ := newKeysFlags(); return fs },
-	"policies": func() *flag.FlagSet { fs, _, _ := newPoliciesFlags(); return fs },
+	"policies": func() *flag.FlagSet { fs, _, _, _, _ := newPoliciesFlags(); return fs },
+	"annotate": func() *flag.FlagSet { fs, _, _, _, _ := newAnnotateFlags(); return fs },
 	"hammer":   hammer.FlagSet,
 }
 

@@ -35,3 +35,16 @@ func usageErrors(stderr io.Writer, command string, problems ...string) int {
 	fmt.Fprintln(stderr, cliflag.UsageLine(command, problems[last]))
 	return ExitUsage
 }
+
+// listFlag is a flag given any number of times, its values in order (-overlay A -overlay B).
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
+
+// overlayUsage is the -overlay flag's usage, for every command that reads a spec.
+const overlayUsage = "OpenAPI Overlay `FILE` (1.0 or 1.1) applied to the spec first; repeat it to apply several,\nin order (what an overlay writes is located in its file)"

@@ -17,7 +17,7 @@ import (
 	"github.com/idemgen/idemgen/internal/cliflag"
 )
 
-const generateHelp = `usage: idemgen generate [-check] [-router std-http|chi|echo|gin] [-base oapi-codegen|external] [-client [-server=false]] -package NAME -o DIR SPEC
+const generateHelp = `usage: idemgen generate [-check] [-overlay FILE]... [-router std-http|chi|echo|gin] [-base oapi-codegen|external] [-client [-server=false]] -package NAME -o DIR SPEC
 
 Writes DIR/oapi.gen.go (oapi-codegen: models, the router's server, strict server),
 DIR/idempotent.gen.go (IdempotentServerInterface, NewIdempotentStrictServer, one
@@ -41,8 +41,30 @@ the idempotency key where the spec declares it and retries with the same key and
 -server=false the package is the client only (models and client, no idempotent.gen.go).
 With -base external, DIR's oapi-codegen output must have the client (client: true).
 
+With -overlay FILE (repeatable, applied in order), SPEC is first changed by the OpenAPI
+Overlay document FILE (1.0 or 1.1, applied by github.com/speakeasy-api/openapi/overlay,
+the library oapi-codegen applies its own output-options.overlay with): the markers of a
+spec you do not own can live in a file of your own. Everything is generated from the
+overlaid document, spec.gen.go included, and -check compares with it. A mistake in what
+an overlay wrote is reported at its FILE:LINE:COL in the overlay; an action whose target
+selects nothing is an error. For example, overlay.yaml:
+
+  overlay: 1.0.0
+  info: {title: idempotency markers, version: 1.0.0}
+  actions:
+    - target: $.paths['/pets'].post
+      update:
+        x-idempotent: {required: true, lease: 10s}
+
+and, in a Go file beside openapi.yaml:
+  //go:generate go tool idemgen generate -overlay overlay.yaml -package api -o api openapi.yaml
+
+idemgen annotate SPEC lists the candidates for a marker and writes such an overlay
+(-overlay-out FILE).
+
 Example:
   idemgen generate -package api -o api openapi.yaml
+  idemgen generate -overlay idempotency.overlay.yaml -package api -o api vendor-openapi.yaml
   idemgen generate -router chi -package api -o api openapi.yaml
   idemgen generate -client -server=false -package paymentsapi -o paymentsapi openapi.yaml
   idemgen generate openapi.yaml --package api --o api -check
@@ -52,18 +74,22 @@ Example:
 type generateFlags struct {
 	check, client, server  *bool
 	router, base, pkg, dir *string
+	overlays               *listFlag
 }
 
 func newGenerateFlags() (*flag.FlagSet, generateFlags) {
 	fs := newFlagSet("generate")
+	overlays := &listFlag{}
+	fs.Var(overlays, "overlay", overlayUsage)
 	return fs, generateFlags{
-		check:  fs.Bool("check", false, "write nothing; print a diff and exit 1 when DIR's files are stale"),
-		client: fs.Bool("client", false, "also write oapi-codegen's client and client.gen.go: IdempotentClient, whose methods\nfor the marked operations retry with one idempotency key per call"),
-		server: fs.Bool("server", true, "write the server side (the router's server, strict server, idempotent.gen.go);\n-server=false (with -client) writes a client-only package"),
-		router: fs.String("router", "", "`ROUTER` of the base: std-http (net/http, the default), chi, echo or gin; with\n-base external, read from DIR (when given, it must agree)"),
-		base:   fs.String("base", gen.BaseOapiCodegen, "`BASE`: oapi-codegen writes every file; external writes only idempotent.gen.go and spec.gen.go,\ninto a package that already has oapi-codegen's strict-server output for this spec"),
-		pkg:    fs.String("package", "", "Go package `NAME` of the generated files (required)"),
-		dir:    fs.String("o", "", "output `DIR` (required)"),
+		overlays: overlays,
+		check:    fs.Bool("check", false, "write nothing; print a diff and exit 1 when DIR's files are stale"),
+		client:   fs.Bool("client", false, "also write oapi-codegen's client and client.gen.go: IdempotentClient, whose methods\nfor the marked operations retry with one idempotency key per call"),
+		server:   fs.Bool("server", true, "write the server side (the router's server, strict server, idempotent.gen.go);\n-server=false (with -client) writes a client-only package"),
+		router:   fs.String("router", "", "`ROUTER` of the base: std-http (net/http, the default), chi, echo or gin; with\n-base external, read from DIR (when given, it must agree)"),
+		base:     fs.String("base", gen.BaseOapiCodegen, "`BASE`: oapi-codegen writes every file; external writes only idempotent.gen.go and spec.gen.go,\ninto a package that already has oapi-codegen's strict-server output for this spec"),
+		pkg:      fs.String("package", "", "Go package `NAME` of the generated files (required)"),
+		dir:      fs.String("o", "", "output `DIR` (required)"),
 	}
 }
 
@@ -115,7 +141,7 @@ func generate(args []string, stdout, stderr io.Writer) int {
 		return usageErrors(stderr, fs.Name(), problems...)
 	}
 	files, err := gen.Generate(gen.Options{
-		Spec: specs[0], Package: *f.pkg, Dir: *f.dir, Base: *f.base, Router: *f.router,
+		Spec: specs[0], Overlays: *f.overlays, Package: *f.pkg, Dir: *f.dir, Base: *f.base, Router: *f.router,
 		Client: *f.client, ClientOnly: !*f.server,
 		Warnf: func(format string, args ...any) { fmt.Fprintf(stderr, "idemgen: warning: "+format+"\n", args...) },
 	})

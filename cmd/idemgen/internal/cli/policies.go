@@ -14,7 +14,7 @@ import (
 	"github.com/idemgen/idemgen/internal/cliflag"
 )
 
-const policiesHelp = `usage: idemgen policies [-json] [-against OLD] SPEC
+const policiesHelp = `usage: idemgen policies [-json] [-overlay FILE]... [-against OLD [-against-overlay FILE]...] SPEC
 
 Prints the idempotency policy of every operation SPEC marks, as the generated layer
 enforces it, one row each: the operation, its method and path, where its key comes from
@@ -26,6 +26,16 @@ and needs no database. Spec errors are printed as FILE:LINE:COL: message (exit 1
 With -against OLD, prints instead what changed from the spec OLD to SPEC, for a reviewer:
 an operation newly marked, one that lost its marker (RISK: its retries run again), and
 per operation each field that changed (lease 30s -> 10s). Exit status 0 either way.
+
+With -overlay FILE (repeatable, in order), the OpenAPI Overlay documents are applied to
+SPEC as idemgen generate -overlay applies them, and to OLD too unless -against-overlay
+names OLD's own (repeatable): a change to an overlay is reviewed as the same spec with
+the old overlay against it with the new one.
+
+Example:
+  idemgen policies -overlay idempotency.overlay.yaml openapi.yaml
+  idemgen policies -against old/openapi.yaml openapi.yaml
+  idemgen policies -overlay new.overlay.yaml -against openapi.yaml -against-overlay old.overlay.yaml openapi.yaml
 `
 
 // policyJSON is one operation of policies' -json output; durations in Go's notation
@@ -49,28 +59,39 @@ type policyJSON struct {
 	MarkedByMethod     bool     `json:"marked_by_method,omitempty"`
 }
 
-func newPoliciesFlags() (*flag.FlagSet, *bool, *string) {
+func newPoliciesFlags() (*flag.FlagSet, *bool, *string, *listFlag, *listFlag) {
 	fs := newFlagSet("policies")
 	asJSON := fs.Bool("json", false, "print the policies as a JSON array")
 	against := fs.String("against", "", "the spec `OLD` to compare with: print what changed")
-	return fs, asJSON, against
+	overlays := &listFlag{}
+	fs.Var(overlays, "overlay", overlayUsage+";\napplied to OLD too, unless -against-overlay is given")
+	oldOverlays := &listFlag{}
+	fs.Var(oldOverlays, "against-overlay", "Overlay `FILE` applied to OLD instead of the -overlay files (repeatable, in order)")
+	return fs, asJSON, against, overlays, oldOverlays
 }
 
 func policies(args []string, stdout, stderr io.Writer) int {
-	fs, asJSON, against := newPoliciesFlags()
+	fs, asJSON, against, overlays, oldOverlays := newPoliciesFlags()
 	rest, code, done := cliflag.Parse(fs, args, policiesHelp, stdout, stderr)
 	if done {
 		return code
 	}
+	if len(*oldOverlays) > 0 && *against == "" {
+		return usageErrors(stderr, fs.Name(), "-against-overlay without -against OLD")
+	}
 	if len(rest) != 1 {
 		return usageErrors(stderr, fs.Name(), fmt.Sprintf("want one SPEC, got %s", plural(len(rest), "argument")))
 	}
-	ps, ok := readPolicies(rest[0], stderr)
+	ps, ok := readPolicies(rest[0], *overlays, stderr)
 	if !ok {
 		return ExitFail
 	}
 	if *against != "" {
-		old, ok := readPolicies(*against, stderr)
+		forOld := *overlays
+		if len(*oldOverlays) > 0 {
+			forOld = *oldOverlays
+		}
+		old, ok := readPolicies(*against, forOld, stderr)
 		if !ok {
 			return ExitFail
 		}
@@ -109,9 +130,9 @@ func policies(args []string, stdout, stderr io.Writer) int {
 	return ExitOK
 }
 
-// readPolicies reads the policies of the spec at path, printing its warnings and errors.
-func readPolicies(path string, stderr io.Writer) ([]gen.Policy, bool) {
-	ps, warnings, err := gen.Policies(path)
+// readPolicies reads the policies of the spec at path with the overlays, printing its warnings and errors.
+func readPolicies(path string, overlays []string, stderr io.Writer) ([]gen.Policy, bool) {
+	ps, warnings, err := gen.PoliciesOverlaid(path, overlays)
 	if err != nil {
 		if located := gen.Errors(err); located != nil {
 			for _, e := range located {

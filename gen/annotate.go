@@ -1,0 +1,248 @@
+package gen
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/idemgen/idemgen/gen/internal/model"
+	"github.com/idemgen/idemgen/gen/internal/spec"
+)
+
+// Annotation is what idemgen makes of one operation of a spec: whether it is marked and
+// its policy, or, unmarked, whether it is a candidate and the policy x-idempotent: true
+// would give it. `idemgen annotate` prints them.
+type Annotation struct {
+	// Operation is the operationId, else "POST /path"; Method is upper case.
+	Operation, Method, Path string
+	Pos                     Pos     // of the operation (its method's key)
+	Marked                  bool    // marked x-idempotent, or by x-idempotent-defaults.methods
+	OptedOut                bool    // x-idempotent: false, or left unmarked by the defaults
+	Policy                  *Policy // marked: its policy; a candidate: the one x-idempotent: true gives it
+	// Candidate: unmarked (not opted out), and a POST, PUT or PATCH, or an operation that
+	// declares a key; Why says which. Problem is why x-idempotent: true would not generate
+	// (the errors it gives), "" when it would: then the candidate is markable.
+	Candidate    bool
+	Why, Problem string
+}
+
+// methods are the operation keys of a path item, in the order annotate lists them.
+var methods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
+
+// Annotate reads the spec at path with the overlays applied in order and returns every
+// operation's annotation in the spec's order of paths and methods, and the generator's
+// warnings (located lines). Its error is the spec's own errors, as [Policies] returns
+// them: the candidates are judged on a spec that generates.
+func Annotate(path string, overlays []string) ([]Annotation, []string, error) {
+	s, err := spec.Load(path, overlays...)
+	if err != nil {
+		return nil, nil, located(err)
+	}
+	var errs spec.ErrorList
+	m := model.Check(s, &errs)
+	if err := errs.Err(); err != nil {
+		return nil, nil, located(err)
+	}
+	marked := map[string]*model.Operation{}
+	for _, o := range m.Ops {
+		marked[o.Method+" "+o.Path] = o
+	}
+	left := map[string]bool{}
+	for _, u := range m.Unmarked {
+		left[strings.ToUpper(u.Method)+" "+u.Path] = true
+	}
+	var out []Annotation
+	var trial []int // the operations tried with x-idempotent: true
+	_, paths := s.Src.Lookup("paths")
+	if paths != nil {
+		for i := 0; i+1 < len(paths.Content); i += 2 {
+			p, item := paths.Content[i].Value, spec.Deref(paths.Content[i+1])
+			if _, ref := spec.Entry(item, "$ref"); ref != nil {
+				continue // markers are not read from a path item that is a $ref
+			}
+			for _, meth := range methods {
+				k, op := spec.Entry(item, meth)
+				if k == nil {
+					continue
+				}
+				a := Annotation{Method: strings.ToUpper(meth), Path: p, Pos: s.Src.Pos(k), Operation: strings.ToUpper(meth) + " " + p}
+				if _, id := spec.Entry(op, "operationId"); id != nil && id.Value != "" {
+					a.Operation = id.Value
+				}
+				mk, _ := spec.Entry(op, MarkerExt)
+				if o := marked[a.Method+" "+p]; o != nil {
+					pol := policyOf(o)
+					a.Marked, a.Policy = true, &pol
+				} else if mk != nil || left[a.Method+" "+p] {
+					a.OptedOut = true
+				} else if !slices.Contains([]string{"GET", "HEAD", "OPTIONS", "TRACE"}, a.Method) {
+					trial = append(trial, len(out))
+				}
+				out = append(out, a)
+			}
+		}
+	}
+	if err := tryMarking(path, overlays, out, trial); err != nil {
+		return nil, nil, err
+	}
+	return out, modelWarnings(m), nil
+}
+
+// tryMarking marks the trial operations x-idempotent: true, all at once through an
+// overlay, and records for each the policy it gets, whether it is a candidate, and the
+// errors that marking it gives. An error located in the trial overlay (at the marker) is
+// its operation's; the operation is set aside and the others tried again. Errors located
+// elsewhere (a key the spec declares badly) are found by halving the operations tried.
+func tryMarking(path string, overlays []string, anns []Annotation, trial []int) error {
+	pending := trial
+	for len(pending) > 0 {
+		policies, errs, err := markTrial(path, overlays, anns, pending)
+		if err != nil {
+			return err
+		}
+		if len(errs) == 0 {
+			for _, i := range pending {
+				judge(&anns[i], policies, "")
+			}
+			return nil
+		}
+		byOp := map[int][]string{}
+		var other []string
+		for _, e := range errs {
+			if e.action >= 0 {
+				byOp[pending[e.action]] = append(byOp[pending[e.action]], e.msg)
+			} else {
+				other = append(other, e.msg)
+			}
+		}
+		if len(byOp) == 0 {
+			if len(pending) == 1 {
+				judge(&anns[pending[0]], nil, strings.Join(other, "\n"))
+				return nil
+			}
+			h := len(pending) / 2
+			if err := tryMarking(path, overlays, anns, pending[:h]); err != nil {
+				return err
+			}
+			return tryMarking(path, overlays, anns, pending[h:])
+		}
+		var rest []int
+		for _, i := range pending {
+			if msgs, ok := byOp[i]; ok {
+				judge(&anns[i], nil, strings.Join(msgs, "\n"))
+			} else {
+				rest = append(rest, i)
+			}
+		}
+		pending = rest
+	}
+	return nil
+}
+
+// judge records what marking a gave: its policy, or the problem.
+func judge(a *Annotation, policies map[string]Policy, problem string) {
+	p, ok := policies[a.Method+" "+a.Path]
+	switch {
+	case problem != "":
+		a.Problem = problem
+	case ok:
+		a.Policy = &p
+	}
+	switch {
+	case a.Method == "POST" || a.Method == "PUT" || a.Method == "PATCH":
+		a.Candidate, a.Why = true, "a "+a.Method
+	case ok && !p.KeyAdded:
+		a.Candidate, a.Why = true, "declares a key: "+p.KeySource
+	}
+	if a.Candidate && ok && !p.KeyAdded && a.Why == "a "+a.Method {
+		a.Why += ", declares a key: " + p.KeySource
+	}
+}
+
+// trialError is an error of a trial: its text, and the index of the trial's operation
+// whose action it is located in (-1: located elsewhere).
+type trialError struct {
+	msg    string
+	action int
+}
+
+// markTrial generates the policies with the operations of trial marked x-idempotent:
+// true by an overlay (a temporary file), or returns the errors that gives.
+func markTrial(path string, overlays []string, anns []Annotation, trial []int) (map[string]Policy, []trialError, error) {
+	f, err := os.CreateTemp("", "idemgen-annotate-*.yaml")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer os.Remove(f.Name())
+	var ops []Annotation
+	for _, i := range trial {
+		ops = append(ops, anns[i])
+	}
+	text, starts := candidateOverlay("idemgen annotate trial", ops)
+	if _, err := f.Write(text); err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, nil, err
+	}
+	m, err := model.Policies(path, append(slices.Clip(overlays), f.Name())...)
+	if err != nil {
+		located := spec.Errors(err)
+		if located == nil {
+			return nil, nil, err
+		}
+		var errs []trialError
+		for _, e := range located {
+			te := trialError{msg: e.Error(), action: -1}
+			if e.Pos.File == f.Name() {
+				te.msg = e.Msg // the trial overlay is no file of the user's
+				if j, ok := slices.BinarySearch(starts, e.Pos.Line); ok {
+					te.action = j
+				} else if j > 0 {
+					te.action = j - 1
+				}
+			}
+			errs = append(errs, te)
+		}
+		return nil, errs, nil
+	}
+	ps := map[string]Policy{}
+	for _, o := range m.Ops {
+		ps[o.Method+" "+o.Path] = policyOf(o)
+	}
+	return ps, nil, nil
+}
+
+// CandidateOverlay is an OpenAPI Overlay 1.0 document (RFC 9535 JSONPath) whose actions
+// mark each of ops x-idempotent: true, one action an operation, titled title.
+func CandidateOverlay(title string, ops []Annotation) []byte {
+	text, _ := candidateOverlay(title, ops)
+	return text
+}
+
+// candidateOverlay is CandidateOverlay, and the line each action starts on.
+func candidateOverlay(title string, ops []Annotation) ([]byte, []int) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "overlay: 1.0.0\nx-speakeasy-jsonpath: rfc9535\ninfo:\n  title: %s\n  version: 1.0.0\nactions:\n", yamlString(title))
+	starts := make([]int, 0, len(ops))
+	line := 7 // each action is four lines (the scalars are quoted on one line)
+	for _, a := range ops {
+		starts, line = append(starts, line), line+4
+		fmt.Fprintf(&b, "  - target: %s\n", yamlString(fmt.Sprintf("$.paths[%s].%s", jsonPathString(a.Path), strings.ToLower(a.Method))))
+		fmt.Fprintf(&b, "    description: %s\n", yamlString(a.Operation))
+		fmt.Fprintf(&b, "    update:\n      %s: true\n", MarkerExt)
+	}
+	return []byte(b.String()), starts
+}
+
+// jsonPathString is s as an RFC 9535 single-quoted string literal.
+func jsonPathString(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`).Replace(s) + "'"
+}
+
+// yamlString is s as a YAML double-quoted scalar.
+func yamlString(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`, "\t", `\t`).Replace(s) + `"`
+}
