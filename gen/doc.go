@@ -108,7 +108,7 @@
 //     (chi: with a BaseRouter whose r.Use takes net/http middleware such as
 //     idemvalidate's);
 //   - echo: its strict handler has no error options and returns every error to echo, so
-//     echo's HTTPErrorHandler renders them (README.md shows one passing echo's 400s to
+//     echo's HTTPErrorHandler renders them (docs/routers.md shows one passing echo's 400s to
 //     store.RequestErrorHandler); net/http middleware goes through echo.WrapMiddleware;
 //   - gin: StrictGinServerOptions (RequestErrorHandlerFunc, HandlerErrorFunc,
 //     ResponseErrorHandlerFunc) and GinServerOptions.ErrorHandler for parameter errors,
