@@ -476,18 +476,7 @@ func funcName(f *pg.FuncCall) string {
 
 // walk calls f on m and on every message below it.
 func walk(m protoreflect.Message, f func(protoreflect.Message)) {
-	f(m)
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		switch {
-		case fd.IsList() && fd.Kind() == protoreflect.MessageKind:
-			for i := range v.List().Len() {
-				walk(v.List().Get(i).Message(), f)
-			}
-		case fd.Kind() == protoreflect.MessageKind && !fd.IsMap():
-			walk(v.Message(), f)
-		}
-		return true
-	})
+	walkPrune(m, func(m protoreflect.Message) bool { f(m); return true })
 }
 
 func readRepo(t *testing.T, rel string) string {
