@@ -275,6 +275,12 @@
 //     response's name tag, and would leave it undeclared. A type oapi-codegen then
 //     declares twice, identically (one inline schema among the models and among an
 //     operation's types), is declared once.
+//   - The inline types of a components/responses entry, in every JSON media type, get
+//     their models' names as x-go-type-name, and a union or a map with properties at the
+//     root of its content moves into components/schemas (<Response>ResponseBody), a $ref
+//     in its place: oapi-codegen's strict server writes the response component as a type
+//     of its own after the schema, naming the inline types MadeJSONResponseBodyState (and
+//     the root MadeJSONResponseBody), which nothing declares.
 //   - A string enum whose format oapi-codegen maps to another Go type (date, date-time,
 //     uuid: no constant of those types can be declared) loses the format: a string type
 //     with its constants; the JSON is the same.

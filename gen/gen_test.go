@@ -28,48 +28,49 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/go
 // compiled by TestCompile, and the petstore one is run against PostgreSQL by
 // gen/internal/e2e.
 var goldenCases = []string{
-	"truemarker",   // x-idempotent: true
-	"fullobject",   // every marker field
-	"defaults",     // x-idempotent-defaults at the root, overridden per operation
-	"customheader", // another header name: injected when undeclared, the declared one otherwise
-	"bodykey",      // the key in a body field (JSON pointer), also nested
-	"pathquery",    // path (path-item level too) and query parameters in the fingerprint
-	"collisions",   // two schemas with one Go name, an enum constant named like a type
-	"petstore",     // ../shared/specs/petstore-expanded.yaml with its POST (addPet) marked
-	"bodies",       // no input, multipart, raw bytes, text, form, two content types
-	"keyspec",      // keys the spec declares: x-idempotency-key uuid, maxLength/pattern, a required body key; own 409/422; fingerprint-headers
-	"methods",      // x-idempotent-defaults.methods: every POST marked, one opted out, a stream left unmarked
-	"names",        // valid specs oapi-codegen alone fails on: name collisions, a schema named "400", webhooks, ...
-	"fieldnames",   // properties whose names are one Go field name (isGlobal, is_global)
-	"otherjson",    // class 5: inline enums in application/hal+json (problem+json, ...) responses: declared under the name used
-	"enumconsts",   // class 5: enum constants named like a type, a server function or another enum's constant
-	"statuscodes",  // class 5: a schema and a response named "400" with inline array items (N400_Details_Item)
-	"dateenum",     // class 5: enums of format: date strings
-	"unicode",      // JSON with UTF-16 surrogate pair escapes (read by kin-openapi's loader: its YAML parser refuses them)
-	"jsontree",     // JSON decoded from idemgen's own node tree (jsondoc.go): refs, numbers, escapes, enums, defaults
-	"multifile",    // $refs to schemas and responses in other files
-	"ecmapattern",  // issue 17 class 1: ECMA-262 key and body patterns (a negative lookahead)
-	"bodykeys",     // class 2: the key a JSON or form body declares; a property that only suggests it
-	"convention",   // class 3: the added header named as the spec's other operations name theirs
-	"caseheader",   // class 4: one key header declared twice in different cases: the stricter wins
-	"contentref",   // class 6: a bundler's content: {$ref: ...} to a content map, resolved
-	"keyplaces",    // class 7: the key declared on a GET too, and as a header and a query parameter
-	"chirouter",    // routers.yaml with -router chi (served by gen/internal/e2e, as are the five below)
-	"echorouter",   // routers.yaml with -router echo
-	"ginrouter",    // routers.yaml with -router gin
-	"chiexternal",  // routers.yaml with -base=external beside oapi-codegen's own chi strict server
-	"echoexternal", // the same for echo
-	"ginexternal",  // the same for gin
-	"redisstore",   // store: redis beside PostgreSQL operations (idem/idemredis compiles it: not a dependency of this module)
-	"redisonly",    // store: redis as the document default, every POST marked
-	"unionbody",    // inline oneOf/anyOf request bodies (oapi-codegen issue 2498): moved into components, their JSON kept
-	"unionmembers", // inline union members oapi-codegen names alike (Foo.bar's and FooBar's FooBar0): moved into components
-	"degraded",     // schemas oapi-codegen cannot type: a 3.1 multi-type scalar (json.RawMessage, warned), null in an integer enum
-	"deepref",      // a $ref into another operation's parameters (#/paths/.../parameters/1): inlined
-	"binarybodies", // a body in several binary media types: one Body field (oapi-codegen declares one per type)
-	"client",       // client.yaml with -client: oapi-codegen's client and IdempotentClient beside the server
-	"clientonly",   // client.yaml with -client -server=false: models and client only
-	"overlay",      // an unmarked openapi.yaml marked by overlay.yaml (Options.Overlays)
+	"truemarker",    // x-idempotent: true
+	"fullobject",    // every marker field
+	"defaults",      // x-idempotent-defaults at the root, overridden per operation
+	"customheader",  // another header name: injected when undeclared, the declared one otherwise
+	"bodykey",       // the key in a body field (JSON pointer), also nested
+	"pathquery",     // path (path-item level too) and query parameters in the fingerprint
+	"collisions",    // two schemas with one Go name, an enum constant named like a type
+	"petstore",      // ../shared/specs/petstore-expanded.yaml with its POST (addPet) marked
+	"bodies",        // no input, multipart, raw bytes, text, form, two content types
+	"keyspec",       // keys the spec declares: x-idempotency-key uuid, maxLength/pattern, a required body key; own 409/422; fingerprint-headers
+	"methods",       // x-idempotent-defaults.methods: every POST marked, one opted out, a stream left unmarked
+	"names",         // valid specs oapi-codegen alone fails on: name collisions, a schema named "400", webhooks, ...
+	"fieldnames",    // properties whose names are one Go field name (isGlobal, is_global)
+	"otherjson",     // class 5: inline enums in application/hal+json (problem+json, ...) responses: declared under the name used
+	"enumconsts",    // class 5: enum constants named like a type, a server function or another enum's constant
+	"statuscodes",   // class 5: a schema and a response named "400" with inline array items (N400_Details_Item)
+	"dateenum",      // class 5: enums of format: date strings
+	"unicode",       // JSON with UTF-16 surrogate pair escapes (read by kin-openapi's loader: its YAML parser refuses them)
+	"jsontree",      // JSON decoded from idemgen's own node tree (jsondoc.go): refs, numbers, escapes, enums, defaults
+	"multifile",     // $refs to schemas and responses in other files
+	"ecmapattern",   // issue 17 class 1: ECMA-262 key and body patterns (a negative lookahead)
+	"bodykeys",      // class 2: the key a JSON or form body declares; a property that only suggests it
+	"convention",    // class 3: the added header named as the spec's other operations name theirs
+	"caseheader",    // class 4: one key header declared twice in different cases: the stricter wins
+	"contentref",    // class 6: a bundler's content: {$ref: ...} to a content map, resolved
+	"keyplaces",     // class 7: the key declared on a GET too, and as a header and a query parameter
+	"chirouter",     // routers.yaml with -router chi (served by gen/internal/e2e, as are the five below)
+	"echorouter",    // routers.yaml with -router echo
+	"ginrouter",     // routers.yaml with -router gin
+	"chiexternal",   // routers.yaml with -base=external beside oapi-codegen's own chi strict server
+	"echoexternal",  // the same for echo
+	"ginexternal",   // the same for gin
+	"redisstore",    // store: redis beside PostgreSQL operations (idem/idemredis compiles it: not a dependency of this module)
+	"redisonly",     // store: redis as the document default, every POST marked
+	"unionbody",     // inline oneOf/anyOf request bodies (oapi-codegen issue 2498): moved into components, their JSON kept
+	"unionmembers",  // inline union members oapi-codegen names alike (Foo.bar's and FooBar's FooBar0): moved into components
+	"degraded",      // schemas oapi-codegen cannot type: a 3.1 multi-type scalar (json.RawMessage, warned), null in an integer enum
+	"deepref",       // a $ref into another operation's parameters (#/paths/.../parameters/1): inlined
+	"binarybodies",  // a body in several binary media types: one Body field (oapi-codegen declares one per type)
+	"responsetypes", // inline types of components/responses: declared under the names the strict server uses
+	"client",        // client.yaml with -client: oapi-codegen's client and IdempotentClient beside the server
+	"clientonly",    // client.yaml with -client -server=false: models and client only
+	"overlay",       // an unmarked openapi.yaml marked by overlay.yaml (Options.Overlays)
 }
 
 // goldenOverlays are the cases generated with overlays: the files of their directory.

@@ -230,11 +230,14 @@ func collectSites(doc *openapi3.T, comps []*component, router string, client boo
 }
 
 // pinOtherJSON gives an inline type of a response in a JSON media type other than
-// application/json (otherJSON) its name as x-go-type-name: oapi-codegen declares such a
-// type by the name the type definitions give it, after the media type
-// (CreateOrder201ApplicationHalPlusJSONResponseBodyStatus), but refers to it by another,
-// after the response's name tag (CreateOrder201HALJSONResponseBodyStatus), so that the
-// type is used but never declared; with x-go-type-name both are the one name. A schema
+// application/json, or of a components/responses entry in any JSON media type
+// (otherJSON), its name as x-go-type-name: oapi-codegen declares such a type by the name
+// the type definitions give it, after the media type
+// (CreateOrder201ApplicationHalPlusJSONResponseBodyStatus; a response component's after
+// the component, MadeState), but refers to it by another, after the response's name tag
+// (CreateOrder201HALJSONResponseBodyStatus; MadeJSONResponseBodyState in the strict
+// server's own type for the component), so that the type is used but never declared;
+// with x-go-type-name both are the one name. A schema
 // reached again (a components/responses entry, and each operation that refers to it)
 // keeps the name the first site gave it (Format drops the second, identical
 // declaration oapi-codegen then writes).
@@ -249,9 +252,10 @@ func pinOtherJSON(s *site, otherJSON map[*openapi3.Schema]bool) {
 	rename(s, s.name)
 }
 
-// otherJSONResponseSchemas returns the inline schemas (not behind a $ref) of the responses
-// (the operations' and components/responses) in a JSON media type other than
-// application/json (application/hal+json, application/problem+json, ...).
+// otherJSONResponseSchemas returns the inline schemas (not behind a $ref) of the
+// operations' responses in a JSON media type other than application/json
+// (application/hal+json, application/problem+json, ...), and of the components/responses
+// entries in every JSON media type.
 func otherJSONResponseSchemas(doc *openapi3.T) map[*openapi3.Schema]bool {
 	out := map[*openapi3.Schema]bool{}
 	var walk func(r *openapi3.SchemaRef)
@@ -272,25 +276,25 @@ func otherJSONResponseSchemas(doc *openapi3.T) map[*openapi3.Schema]bool {
 		walk(s.Items)
 		walk(s.AdditionalProperties.Schema)
 	}
-	response := func(r *openapi3.ResponseRef) {
+	response := func(r *openapi3.ResponseRef, component bool) {
 		if r == nil || r.Value == nil {
 			return
 		}
 		for ct, mt := range r.Value.Content {
-			if mt != nil && spec.IsJSON(ct) && spec.MediaType(ct) != "application/json" {
+			if mt != nil && spec.IsJSON(ct) && (component || spec.MediaType(ct) != "application/json") {
 				walk(mt.Schema)
 			}
 		}
 	}
 	if doc.Components != nil {
 		for _, r := range doc.Components.Responses {
-			response(r)
+			response(r, true)
 		}
 	}
 	spec.ForEachOperation(doc, func(_ *openapi3.PathItem, op *openapi3.Operation) {
 		if op.Responses != nil {
 			for _, r := range op.Responses.Map() {
-				response(r)
+				response(r, false)
 			}
 		}
 	})
@@ -353,8 +357,11 @@ func resolveCollisions(sites []*site, taken map[string]bool) {
 		g := groups[name]
 		sort.SliceStable(g, func(i, j int) bool { return g[i].keep() < g[j].keep() })
 		valid := token.IsIdentifier(name) && !token.IsKeyword(name)
+		var renamed map[*openapi3.Schema]string // an inline schema reached by several sites: one name
 		for i, s := range g {
 			switch {
+			case !valid && s.inline != nil && renamed[s.inline] != "":
+				s.name = renamed[s.inline]
 			case !valid && s.renamable():
 				to := validName(name)
 				if taken[to] {
@@ -362,6 +369,12 @@ func resolveCollisions(sites []*site, taken map[string]bool) {
 				}
 				taken[to] = true
 				rename(s, to)
+				if s.inline != nil {
+					if renamed == nil {
+						renamed = map[*openapi3.Schema]string{}
+					}
+					renamed[s.inline] = to
+				}
 			case i == 0:
 			case s.renamable() && !equivalentDuplicate(g[0], s):
 				rename(s, freeName(name, taken))

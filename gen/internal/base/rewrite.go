@@ -47,6 +47,9 @@ func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, 
 		if err := componentMethodBodies(doc); err != nil {
 			return nil, nil, err
 		}
+		if router != "" { // a strict server
+			componentResponseBodies(doc)
+		}
 	}
 	spec.ForEachSchema(doc, func(s *openapi3.Schema) {
 		normalizeAllOf(s)
