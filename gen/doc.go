@@ -354,7 +354,11 @@
 //   - YAML and JSON syntax errors (with the construct the YAML parser was in), a mapping
 //     key given twice, a local $ref that does not resolve, a document that is not OpenAPI
 //     3.0 or 3.1 (Swagger 2.0 included), a path template parameter no operation declares
-//     (in: path) and a declared path parameter the template does not have;
+//     (in: path) and a declared path parameter the template does not have, an operationId
+//     two operations declare, a parameter declared twice in one list (name and in), with
+//     an in OpenAPI does not have (Swagger 2.0's body), with neither a schema nor a
+//     one-entry content map, and a response key that is not a status code, a range (2XX)
+//     or default; these come before any other error and any warning of the base;
 //   - a key at the root, on a path item or on an operation that misspells x-idempotent or
 //     x-idempotent-defaults (the same name in another case, or one edit away:
 //     "unknown extension x-idempotant, did you mean x-idempotent?"); other tools'

@@ -400,6 +400,26 @@ func TestErrors(t *testing.T) {
 		{"streaming.yaml", `testdata/errors/streaming.yaml:7:7: x-idempotent: POST /completions answers with a stream (text/event-stream): a stream cannot be recorded and replayed; leave the operation unmarked, or drop the streaming response`},
 		{"path-template.yaml", `testdata/errors/path-template.yaml:4:3: path /things/{thing_id}: POST /things/{thing_id} does not declare the template parameter "thing_id" (a parameter with in: path)` + "\n" +
 			`testdata/errors/path-template.yaml:15:17: parameter "site_id" (in: path) of POST /invoices/{invoice_id}/pay is not in the path template`},
+		// Parameters and responses OpenAPI does not allow (oapi-codegen would panic on an
+		// unknown in, refuse a parameter without a schema, or bind one of two), each where
+		// it is declared, components included.
+		{"parameters.yaml", strings.Join([]string{
+			`testdata/errors/parameters.yaml:7:10: parameter "tenant" (in: header) of path /orders is declared twice in one list (first at 6:10): a parameter is unique by name and in`,
+			`testdata/errors/parameters.yaml:11:18: parameter "q" (in: query) has neither a schema nor a content map: OpenAPI requires one of them`,
+			`testdata/errors/parameters.yaml:12:28: parameter "body": in: body is not a parameter location (want path, query, header or cookie; a Swagger 2.0 body or formData parameter is a requestBody in OpenAPI 3)`,
+			`testdata/errors/parameters.yaml:15:11: parameter "filter" (in: query): content must hold exactly one media type`,
+			`testdata/errors/parameters.yaml:19:17: parameter "page" (in: query) of POST /orders is declared twice in one list (first at 18:17): a parameter is unique by name and in`,
+			`testdata/errors/parameters.yaml:22:9: response "2xx" of POST /orders: a response key is a status code (201), a range in upper case (2XX) or default`,
+			`testdata/errors/parameters.yaml:23:9: response "200 OK" of POST /orders: a response key is a status code (201), a range in upper case (2XX) or default`,
+			`testdata/errors/parameters.yaml:27:20: parameter "orphan" (in: query) has neither a schema nor a content map: OpenAPI requires one of them`,
+		}, "\n")},
+		// An invalid spec is reported as such before anything else: no warning about the
+		// schema idemgen would type loosely, no oapi-codegen message.
+		{"invalid-first.yaml", strings.Join([]string{
+			`testdata/errors/invalid-first.yaml:8:3: path /a/{id}: POST /a/{id} does not declare the template parameter "id" (a parameter with in: path)`,
+			`testdata/errors/invalid-first.yaml:21:30: $ref "#/components/schemas/Gone" does not resolve: nothing at that path in this document`,
+			`testdata/errors/invalid-first.yaml:24:20: operationId "makeA" of POST /b is also the operationId of POST /a/{id} (testdata/errors/invalid-first.yaml:10:20): operation ids are unique in a spec`,
+		}, "\n")},
 		// Every error of a marker at once: a field in error does not hide the checks of the
 		// others against each other and the operation; a check that needs the field in
 		// error (retention against a lease that is not a duration) is left out.
@@ -423,9 +443,17 @@ func TestErrors(t *testing.T) {
 		}, "\n")},
 	} {
 		t.Run(c.file, func(t *testing.T) {
-			_, err := gen.Generate(gen.Options{Spec: "testdata/errors/" + c.file, Package: "x"})
+			var warnings []string
+			_, err := gen.Generate(gen.Options{Spec: "testdata/errors/" + c.file, Package: "x", Warnf: func(format string, args ...any) {
+				warnings = append(warnings, fmt.Sprintf(format, args...))
+			}})
 			if err == nil {
 				t.Fatal("no error")
+			}
+			for _, w := range warnings {
+				if strings.Contains(w, "oapi-codegen") {
+					t.Errorf("a spec with errors got a warning of the base: %s", w)
+				}
 			}
 			if got := err.Error(); got != c.want {
 				t.Errorf("got  %s\nwant %s", got, c.want)
