@@ -297,6 +297,13 @@
 //     sharing a name) is dropped: the union is generated without its discriminator
 //     accessors; its JSON is unchanged.
 //   - OpenAPI 3.1 webhooks and callbacks (requests the service sends) are dropped.
+//   - A schema oapi-codegen still cannot type (a 3.1 type array of two scalars, an allOf
+//     whose members it cannot merge: two formats, two types, two additionalProperties,
+//     two discriminators), in a component or in an operation, is typed loosely: the
+//     deepest such schema, as json.RawMessage in a body (the JSON as it came), as string
+//     in a parameter or a header (its text), with a warning at its FILE:LINE:COL.
+//     Requests are still validated against the spec as written, and the fingerprint
+//     reads the whole body.
 //   - An inline schema of an operation's JSON request body whose Go type oapi-codegen
 //     gives MarshalJSON/UnmarshalJSON (a oneOf/anyOf union; an object with
 //     additionalProperties beside its properties) moves into components/schemas, a $ref
@@ -390,6 +397,8 @@
 // duration; an operation whose key header is invalid gets no key checks).
 //
 // A spec with no marked operation generates (every operation passes through) with a
-// warning on stderr. Errors from kin-openapi or oapi-codegen that carry no position are
-// reported as FILE: message.
+// warning on stderr. What oapi-codegen still cannot generate once the base has typed
+// loosely what it could is an error at the component or the operation (FILE:LINE:COL),
+// every one of them at once; an error about no one place of the document (oapi-codegen
+// panicking) is at its openapi field.
 package gen

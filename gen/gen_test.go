@@ -65,6 +65,7 @@ var goldenCases = []string{
 	"unionbody",     // inline oneOf/anyOf request bodies (oapi-codegen issue 2498): moved into components, their JSON kept
 	"unionmembers",  // inline union members oapi-codegen names alike (Foo.bar's and FooBar's FooBar0): moved into components
 	"degraded",      // schemas oapi-codegen cannot type: a 3.1 multi-type scalar (json.RawMessage, warned), null in an integer enum
+	"degradedops",   // the same outside components/schemas: parameters (string), bodies, responses, headers
 	"deepref",       // a $ref into another operation's parameters (#/paths/.../parameters/1): inlined
 	"binarybodies",  // a body in several binary media types: one Body field (oapi-codegen declares one per type)
 	"responsetypes", // inline types of components/responses: declared under the names the strict server uses

@@ -1,7 +1,6 @@
 package base
 
 import (
-	"fmt"
 	"go/token"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -29,14 +28,14 @@ import (
 // under the first operation's name in path order. A document without an inline JSON body
 // that could have them is not touched and costs no oapi-codegen call. oapi-codegen's
 // package state must hold this run's configuration (see initCodegen).
-func componentMethodBodies(doc *openapi3.T) error {
+func componentMethodBodies(doc *openapi3.T) ([]Degradation, error) {
 	if !hasMethodBodyCandidate(doc) {
-		return nil
+		return nil, nil
 	}
 	codegen.SetGlobalStateSpec(doc)
-	defs, err := codegen.OperationDefinitions(doc)
+	defs, degraded, err := operationDefinitions(doc)
 	if err != nil {
-		return fmt.Errorf("oapi-codegen: %w", err)
+		return degraded, err
 	}
 	if doc.Components == nil {
 		doc.Components = &openapi3.Components{}
@@ -73,7 +72,7 @@ func componentMethodBodies(doc *openapi3.T) error {
 			mt.Schema = &openapi3.SchemaRef{Ref: "#/components/schemas/" + key, Value: mt.Schema.Value}
 		}
 	}
-	return nil
+	return degraded, nil
 }
 
 // hasMethodBodyCandidate reports an operation whose JSON request body's schema is inline

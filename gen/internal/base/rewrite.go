@@ -43,9 +43,11 @@ func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, 
 			bodylessResponse("", r)
 		}
 	}
+	var degraded []Degradation
 	if !external {
-		if err := componentMethodBodies(doc); err != nil {
-			return nil, nil, err
+		var err error
+		if degraded, err = componentMethodBodies(doc); err != nil {
+			return nil, degraded, err
 		}
 		if router != "" { // a strict server
 			componentResponseBodies(doc)
@@ -58,7 +60,8 @@ func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, 
 		enumOfStrings(s)
 		enumWithoutNull(s)
 	})
-	return resolveNames(doc, router, client)
+	ops, more, err := resolveNames(doc, router, client)
+	return ops, append(degraded, more...), err
 }
 
 // keyHeader makes the key header of o an optional string header of the operation in the
