@@ -288,7 +288,16 @@
 //     get x-go-name IsGlobal2, ... next to the property: one the spec names with x-go-name
 //     keeps its name, else the first in field order (x-order, then name).
 //   - Parameters of one operation whose Go names collide ("StartTime", "StartTime<",
-//     "StartTime>") get x-go-name StartTime, StartTimeLt, StartTimeGt.
+//     "StartTime>") get x-go-name StartTime, StartTimeLt, StartTimeGt; path parameters
+//     too (item-id, item_id: ItemId, ItemId2). A path parameter whose variable would be
+//     one the generated functions declare for themselves, a package they use or a
+//     predeclared name (w, r, err, ctx, params, body, url, string, ...) gets x-go-name
+//     ErrParam (the variable errParam).
+//   - A property named like a member of its type (AdditionalProperties, Get, Set beside
+//     additionalProperties; Discriminator beside a oneOf) gets x-go-name
+//     AdditionalProperties2; a property, parameter or operation id of which oapi-codegen
+//     makes no Go name (東京: no Latin letter) gets one spelled from its code points
+//     (U6771U4EAC).
 //   - A JSON response with no schema (or an empty one) gets the Go type json.RawMessage;
 //     on 204, 205 and 304, which have no body, the content is dropped.
 //   - allOf members lose the keywords oapi-codegen refuses to merge when they differ and

@@ -68,6 +68,7 @@ var goldenCases = []string{
 	"degradedops",   // the same outside components/schemas: parameters (string), bodies, responses, headers
 	"deepref",       // a $ref into another operation's parameters (#/paths/.../parameters/1): inlined
 	"binarybodies",  // a body in several binary media types: one Body field (oapi-codegen declares one per type)
+	"gonames",       // path parameters named like generated variables (w, err, url), CJK names, properties named like members
 	"responsetypes", // inline types of components/responses: declared under the names the strict server uses
 	"client",        // client.yaml with -client: oapi-codegen's client and IdempotentClient beside the server
 	"clientonly",    // client.yaml with -client -server=false: models and client only

@@ -2,8 +2,6 @@ package base
 
 import (
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -31,7 +29,9 @@ func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, 
 	spec.ForEachOperation(doc, func(item *openapi3.PathItem, op *openapi3.Operation) {
 		inlineDeepRefs(item, op)
 		op.Callbacks = nil // requests the service sends, like webhooks
-		uniqueParamNames(spec.OperationParams(item, op))
+		params := spec.OperationParams(item, op)
+		uniqueParamNames(params)
+		pathParamNames(params)
 		if op.Responses != nil {
 			for code, r := range op.Responses.Map() {
 				bodylessResponse(code, r)
@@ -80,92 +80,6 @@ func keyHeader(doc *openapi3.T, o *model.Operation) {
 	})
 	p := openapi3.NewHeaderParameter(o.Key.Header).WithSchema(openapi3.NewStringSchema()).WithDescription(desc)
 	op.Parameters = append(op.Parameters, &openapi3.ParameterRef{Value: p})
-}
-
-// uniqueOperationIDs gives operations whose ids differ only in case or punctuation
-// ("createPet", "CreatePet", "create_pet": all CreatePet in Go) distinct Go names: the one
-// spelled like its Go name, else the first by id, keeps it; the others get createPet2,
-// create_pet3 (the stored operation name, Policy.Operation, stays the spec's id).
-func uniqueOperationIDs(doc *openapi3.T) {
-	groups := map[string][]*openapi3.Operation{}
-	spec.ForEachOperation(doc, func(_ *openapi3.PathItem, op *openapi3.Operation) {
-		if op.OperationID != "" {
-			g := codegen.SchemaNameToTypeName(op.OperationID)
-			groups[g] = append(groups[g], op)
-		}
-	})
-	taken := map[string]bool{}
-	for g := range groups {
-		taken[g] = true
-	}
-	for _, g := range spec.SortedKeys(groups) {
-		ops := groups[g]
-		if len(ops) < 2 {
-			continue
-		}
-		sort.SliceStable(ops, func(i, j int) bool {
-			if (ops[i].OperationID == g) != (ops[j].OperationID == g) {
-				return ops[i].OperationID == g
-			}
-			return ops[i].OperationID < ops[j].OperationID
-		})
-		for _, op := range ops[1:] {
-			for n := 2; ; n++ {
-				id := op.OperationID + strconv.Itoa(n)
-				if name := codegen.SchemaNameToTypeName(id); !taken[name] {
-					taken[name], op.OperationID = true, id
-					break
-				}
-			}
-		}
-	}
-}
-
-// uniqueParamNames gives the query, header and cookie parameters of one operation
-// distinct Go field names (x-go-name). "StartTime", "StartTime<" and "StartTime>" are all
-// StartTime to oapi-codegen: a name with comparison operators spells them
-// (StartTimeLt, StartTimeGt; "<=" is LtEq), whatever the order of declaration, and the
-// plain name keeps StartTime. Other collisions ("created_at", "createdAt") number all but
-// the first: CreatedAt2.
-func uniqueParamNames(params openapi3.Parameters) {
-	groups := map[string][]*openapi3.Parameter{}
-	var order []string
-	for _, p := range params {
-		v := p.Value
-		if v == nil || v.In == openapi3.ParameterInPath {
-			continue
-		}
-		g := paramGoName(v)
-		if len(groups[g]) == 0 {
-			order = append(order, g)
-		}
-		groups[g] = append(groups[g], v)
-	}
-	taken := map[string]bool{}
-	for _, g := range order {
-		taken[g] = true
-	}
-	for _, g := range order {
-		members := groups[g]
-		if len(members) < 2 {
-			continue
-		}
-		// Plain names first, in declaration order: the first keeps g.
-		sort.SliceStable(members, func(i, j int) bool {
-			return operatorSuffix(members[i].Name) == "" && operatorSuffix(members[j].Name) != ""
-		})
-		for _, v := range members[1:] {
-			alt := g + operatorSuffix(v.Name)
-			if alt == g || taken[alt] {
-				alt = freeName(g, taken)
-			}
-			taken[alt] = true
-			if v.Extensions == nil {
-				v.Extensions = map[string]any{}
-			}
-			v.Extensions["x-go-name"] = alt
-		}
-	}
 }
 
 // enumOfStrings drops the format of a string enum whose format oapi-codegen maps to a Go
@@ -228,87 +142,6 @@ func enumWithoutNull(s *openapi3.Schema) {
 	}
 	s.Enum = slices.DeleteFunc(s.Enum, func(v any) bool { return v == nil })
 	s.Nullable = true
-}
-
-// uniqueFieldNames gives the properties of one object schema distinct Go field names
-// (x-go-name next to the property): "isGlobal" and "is_global" are both IsGlobal to
-// oapi-codegen. A property whose x-go-name the spec sets keeps its name, then the first in
-// oapi-codegen's field order (x-order, then name); the others get IsGlobal2, IsGlobal3.
-func uniqueFieldNames(s *openapi3.Schema) {
-	if len(s.Properties) < 2 {
-		return
-	}
-	groups := map[string][]string{}
-	for _, name := range codegen.SortedSchemaKeys(s.Properties) {
-		if s.Properties[name] == nil {
-			return // oapi-codegen refuses the schema before naming its fields
-		}
-		g := fieldGoName(name, s.Properties[name])
-		groups[g] = append(groups[g], name)
-	}
-	if len(groups) == len(s.Properties) {
-		return
-	}
-	taken := map[string]bool{}
-	for g := range groups {
-		taken[g] = true
-	}
-	for _, g := range spec.SortedKeys(groups) {
-		members := groups[g]
-		if len(members) < 2 {
-			continue
-		}
-		sort.SliceStable(members, func(i, j int) bool {
-			return hasGoName(s.Properties[members[i]]) && !hasGoName(s.Properties[members[j]])
-		})
-		for _, name := range members[1:] {
-			p := s.Properties[name]
-			if p.Extensions == nil {
-				p.Extensions = map[string]any{}
-			}
-			p.Extensions["x-go-name"] = freeName(g, taken)
-		}
-	}
-}
-
-// fieldGoName is the Go field name oapi-codegen gives the property name: its x-go-name
-// (next to a $ref, else the schema's own), else its name, made a Go name.
-func fieldGoName(name string, p *openapi3.SchemaRef) string {
-	if n, ok := p.Extensions["x-go-name"].(string); ok && n != "" {
-		return codegen.SchemaNameToTypeName(n)
-	}
-	if p.Value != nil {
-		if n, ok := p.Value.Extensions["x-go-name"].(string); ok && n != "" {
-			return codegen.SchemaNameToTypeName(n)
-		}
-	}
-	return codegen.SchemaNameToTypeName(name)
-}
-
-func hasGoName(p *openapi3.SchemaRef) bool {
-	_, own := p.Extensions["x-go-name"]
-	return own || p.Value != nil && p.Value.Extensions["x-go-name"] != nil
-}
-
-// paramGoName is the Go field name oapi-codegen gives a parameter.
-func paramGoName(v *openapi3.Parameter) string {
-	name := v.Name
-	if n, ok := v.Extensions["x-go-name"].(string); ok && n != "" {
-		name = n
-	}
-	return codegen.SchemaNameToTypeName(name)
-}
-
-var operatorWords = map[rune]string{'<': "Lt", '>': "Gt", '=': "Eq", '!': "Not"}
-
-// operatorSuffix spells the comparison operators of a parameter name: "StartTime<=" →
-// "LtEq"; "" when it has none.
-func operatorSuffix(name string) string {
-	var b strings.Builder
-	for _, r := range name {
-		b.WriteString(operatorWords[r])
-	}
-	return b.String()
 }
 
 // bodylessResponse fixes response content that oapi-codegen would declare as an interface
