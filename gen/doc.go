@@ -284,6 +284,12 @@
 //   - A string enum whose format oapi-codegen maps to another Go type (date, date-time,
 //     uuid: no constant of those types can be declared) loses the format: a string type
 //     with its constants; the JSON is the same.
+//   - An enum value a constant of the enum's Go type cannot hold (2.5 or true in an
+//     integer enum, 3000000000 in an int32 one, "two" in a number one, a string with a
+//     control character) is left out of its constants, with a warning at its
+//     FILE:LINE:COL, and so is a value listed twice beside x-enum-varnames; null in an
+//     enum that is not of strings makes the field a pointer instead. Requests are still
+//     validated against the enum as written.
 //   - Properties of one object whose Go field names collide ("isGlobal", "is_global")
 //     get x-go-name IsGlobal2, ... next to the property: one the spec names with x-go-name
 //     keeps its name, else the first in field order (x-order, then name).

@@ -69,6 +69,7 @@ var goldenCases = []string{
 	"deepref",       // a $ref into another operation's parameters (#/paths/.../parameters/1): inlined
 	"binarybodies",  // a body in several binary media types: one Body field (oapi-codegen declares one per type)
 	"gonames",       // path parameters named like generated variables (w, err, url), CJK names, properties named like members
+	"enumvalues",    // enum values a constant of the Go type cannot hold (2.5 in an integer enum), repeats beside x-enum-varnames
 	"responsetypes", // inline types of components/responses: declared under the names the strict server uses
 	"client",        // client.yaml with -client: oapi-codegen's client and IdempotentClient beside the server
 	"clientonly",    // client.yaml with -client -server=false: models and client only

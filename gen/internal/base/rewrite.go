@@ -53,12 +53,16 @@ func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, 
 			componentResponseBodies(doc)
 		}
 	}
-	spec.ForEachSchema(doc, func(s *openapi3.Schema) {
+	spec.WalkSchemas(doc, func(keys []string, s *openapi3.Schema) {
 		normalizeAllOf(s)
 		dropUnmappedDiscriminator(s)
 		uniqueFieldNames(s)
 		enumOfStrings(s)
 		enumWithoutNull(s)
+		if d := enumValues(s); d != nil {
+			d.Keys = slices.Clone(keys)
+			degraded = append(degraded, *d)
+		}
 	})
 	ops, more, err := resolveNames(doc, router, client)
 	return ops, append(degraded, more...), err
