@@ -312,6 +312,16 @@
 //     sharing a name) is dropped: the union is generated without its discriminator
 //     accessors; its JSON is unchanged.
 //   - OpenAPI 3.1 webhooks and callbacks (requests the service sends) are dropped.
+//   - oapi-codegen's own extensions in a shape it cannot use, which it would refuse
+//     (go-swagger's x-go-type object {type, import}, an x-go-name that is a number or no
+//     Go identifier, an x-go-type that is no Go type, a non-boolean
+//     x-go-type-skip-optional-pointer), are left out of the base, each with a warning
+//     at the extension; the schema gets oapi-codegen's own type and name.
+//   - A name oapi-codegen refuses to copy into Go (a double quote, a backtick or a
+//     control character; a backslash in a discriminator's mapping key): an object with
+//     such a property name is typed as json.RawMessage, such a format or discriminator
+//     is dropped, each with a warning; a path or a parameter name with one is an error at
+//     its place (the server routes and binds by it).
 //   - A schema oapi-codegen still cannot type (a 3.1 type array of two scalars, an allOf
 //     whose members it cannot merge: two formats, two types, two additionalProperties,
 //     two discriminators), in a component or in an operation, is typed loosely: the

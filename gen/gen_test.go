@@ -70,6 +70,8 @@ var goldenCases = []string{
 	"binarybodies",  // a body in several binary media types: one Body field (oapi-codegen declares one per type)
 	"gonames",       // path parameters named like generated variables (w, err, url), CJK names, properties named like members
 	"enumvalues",    // enum values a constant of the Go type cannot hold (2.5 in an integer enum), repeats beside x-enum-varnames
+	"extensions",    // oapi-codegen extensions in shapes it cannot use (go-swagger's x-go-type object, an x-go-name that is no identifier)
+	"textnames",     // names oapi-codegen refuses to copy into Go: a quoted property name, a format, a discriminator key with a backslash
 	"responsetypes", // inline types of components/responses: declared under the names the strict server uses
 	"client",        // client.yaml with -client: oapi-codegen's client and IdempotentClient beside the server
 	"clientonly",    // client.yaml with -client -server=false: models and client only
@@ -415,6 +417,14 @@ func TestErrors(t *testing.T) {
 			`testdata/errors/parameters.yaml:22:9: response "2xx" of POST /orders: a response key is a status code (201), a range in upper case (2XX) or default`,
 			`testdata/errors/parameters.yaml:23:9: response "200 OK" of POST /orders: a response key is a status code (201), a range in upper case (2XX) or default`,
 			`testdata/errors/parameters.yaml:27:20: parameter "orphan" (in: query) has neither a schema nor a content map: OpenAPI requires one of them`,
+		}, "\n")},
+		// A path or a parameter name oapi-codegen refuses to copy into Go: each at its
+		// place, all at once (a schema with such a name is simplified instead: golden
+		// textnames).
+		{"unwritable.yaml", strings.Join([]string{
+			"testdata/errors/unwritable.yaml:7:3: oapi-codegen cannot write the path \"/notes/`raw`\" into Go (it holds a quote, a backtick or a control character), and the server routes by it; change the path",
+			`testdata/errors/unwritable.yaml:14:10: oapi-codegen cannot write the parameter name "x\"y" into Go (it holds a quote, a backtick or a control character), and the server needs it as written; rename the parameter`,
+			`testdata/errors/unwritable.yaml:23:11: oapi-codegen cannot write the parameter name "a\tb" into Go (it holds a quote, a backtick or a control character), and the server needs it as written; rename the parameter`,
 		}, "\n")},
 		// An invalid spec is reported as such before anything else: no warning about the
 		// schema idemgen would type loosely, no oapi-codegen message.

@@ -20,6 +20,10 @@ import (
 // client are reserved too.
 func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, client bool) ([]codegen.OperationDefinition, []Degradation, error) {
 	doc.Webhooks = nil // OpenAPI 3.1 webhooks are requests the service sends, not serves
+	if fails := unwritableNames(doc); len(fails) > 0 {
+		return nil, nil, fails
+	}
+	degraded := parameterExtensions(doc)
 	for _, o := range m.Ops {
 		if o.Key.Header != "" && !external {
 			keyHeader(doc, o)
@@ -43,22 +47,46 @@ func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, 
 			bodylessResponse("", r)
 		}
 	}
-	var degraded []Degradation
 	if !external {
-		var err error
-		if degraded, err = componentMethodBodies(doc); err != nil {
+		more, err := componentMethodBodies(doc)
+		degraded = append(degraded, more...)
+		if err != nil {
 			return nil, degraded, err
 		}
 		if router != "" { // a strict server
 			componentResponseBodies(doc)
 		}
 	}
-	spec.WalkSchemas(doc, func(keys []string, s *openapi3.Schema) {
+	spec.WalkSchemas(doc, func(keys []string, r *openapi3.SchemaRef, first bool) {
+		if len(r.Extensions) > 0 { // beside a $ref
+			degraded = append(degraded, unusableExtensions(r.Extensions, keys)...)
+		}
+		if !first {
+			return
+		}
+		s := r.Value
+		if len(s.Extensions) > 0 {
+			degraded = append(degraded, unusableExtensions(s.Extensions, keys)...)
+		}
+		for name, p := range s.Properties { // before their names are made unique
+			if p == nil {
+				continue
+			}
+			at := append(slices.Clip(keys), "properties", name)
+			degraded = append(degraded, unusableExtensions(p.Extensions, at)...)
+			if p.Ref == "" && p.Value != nil {
+				degraded = append(degraded, unusableExtensions(p.Value.Extensions, at)...)
+			}
+		}
 		normalizeAllOf(s)
 		dropUnmappedDiscriminator(s)
 		uniqueFieldNames(s)
 		enumOfStrings(s)
 		enumWithoutNull(s)
+		if d := unwritableSchema(s); d != nil {
+			d.Keys = slices.Clone(keys)
+			degraded = append(degraded, *d)
+		}
 		if d := enumValues(s); d != nil {
 			d.Keys = slices.Clone(keys)
 			degraded = append(degraded, *d)

@@ -58,28 +58,38 @@ func ForEachOperationAt(doc *openapi3.T, f func(path, method string, item *opena
 // ForEachSchema calls f once for every schema the document holds (components, parameters,
 // bodies, responses and headers of every operation, and every schema they contain).
 func ForEachSchema(doc *openapi3.T, f func(*openapi3.Schema)) {
-	WalkSchemas(doc, func(_ []string, s *openapi3.Schema) { f(s) })
+	WalkSchemas(doc, func(_ []string, r *openapi3.SchemaRef, first bool) {
+		if first {
+			f(r.Value)
+		}
+	})
 }
 
-// WalkSchemas is ForEachSchema, giving f the place of each schema too: the mapping keys
-// and sequence indexes from the document's root to it, as Source.Lookup follows them
-// (components, schemas, Order, properties, amount), at the first place the walk reaches
-// it (the components before the paths; a schema behind a $ref at its definition). keys
-// is the walk's own stack: f copies it to keep it.
-func WalkSchemas(doc *openapi3.T, f func(keys []string, s *openapi3.Schema)) {
+// WalkSchemas is ForEachSchema, giving f every reference to a schema (a $ref's own
+// extensions are its), with the place of the schema: the mapping keys and sequence indexes
+// from the document's root to it, as Source.Lookup follows them (components, schemas,
+// Order, properties, amount). first is set at the first place the walk reaches the schema
+// (the components before the paths; a schema behind a $ref at its definition), where its
+// schemas are walked; a schema is first reached before the ones it holds. keys is the
+// walk's own stack: f copies it to keep it.
+func WalkSchemas(doc *openapi3.T, f func(keys []string, r *openapi3.SchemaRef, first bool)) {
 	seen := map[*openapi3.Schema]bool{}
 	var keys []string
 	var schema func(r *openapi3.SchemaRef, at ...string)
 	schema = func(r *openapi3.SchemaRef, at ...string) {
-		if r == nil || r.Value == nil || seen[r.Value] {
+		if r == nil || r.Value == nil {
 			return
 		}
 		n := len(keys)
 		keys = append(keys, at...)
 		defer func() { keys = keys[:n] }()
 		s := r.Value
+		if seen[s] || isComponentRef(doc, r.Ref) {
+			f(keys, r, false) // a component is walked at its definition
+			return
+		}
 		seen[s] = true
-		f(keys, s)
+		f(keys, r, true)
 		for _, l := range []struct {
 			name string
 			list openapi3.SchemaRefs
@@ -151,6 +161,12 @@ func WalkSchemas(doc *openapi3.T, f func(keys []string, s *openapi3.Schema)) {
 			}
 		}
 	})
+}
+
+// isComponentRef reports a $ref to an entry of doc's components/schemas.
+func isComponentRef(doc *openapi3.T, ref string) bool {
+	name, ok := strings.CutPrefix(ref, "#/components/schemas/")
+	return ok && doc.Components != nil && doc.Components.Schemas[name] != nil
 }
 
 // HTTPMethods are the keys of a path item that hold an operation (lower case).
