@@ -306,6 +306,9 @@
 //     (U6771U4EAC).
 //   - A JSON response with no schema (or an empty one) gets the Go type json.RawMessage;
 //     on 204, 205 and 304, which have no body, the content is dropped.
+//   - A text/plain request body whose schema is not a string (an object, a number, a
+//     date-time) is typed as string, with a warning: oapi-codegen's strict server
+//     converts the body's bytes to its Go type.
 //   - allOf members lose the keywords oapi-codegen refuses to merge when they differ and
 //     that do not shape the Go type (readOnly, writeOnly, default, uniqueItems, ...).
 //   - A discriminator oapi-codegen cannot map to every member (inline members, members
