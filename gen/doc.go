@@ -315,6 +315,11 @@
 //     sharing a name) is dropped: the union is generated without its discriminator
 //     accessors; its JSON is unchanged.
 //   - OpenAPI 3.1 webhooks and callbacks (requests the service sends) are dropped.
+//   - A $ref to a parameter, body or response that is not a component of its kind (a
+//     bundler's "#/paths/~1things/get/parameters/1") is inlined; the target of a schema
+//     $ref that is not a components/schemas entry ("#/components/schemas/Order/properties/
+//     status") moves into components/schemas (OrderStatus), the $refs pointing at it:
+//     oapi-codegen follows only #/components/<kind>/<name>.
 //   - oapi-codegen's own extensions in a shape it cannot use, which it would refuse
 //     (go-swagger's x-go-type object {type, import}, an x-go-name that is a number or no
 //     Go identifier, an x-go-type that is no Go type, a non-boolean

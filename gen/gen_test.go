@@ -67,6 +67,7 @@ var goldenCases = []string{
 	"degraded",      // schemas oapi-codegen cannot type: a 3.1 multi-type scalar (json.RawMessage, warned), null in an integer enum
 	"degradedops",   // the same outside components/schemas: parameters (string), bodies, responses, headers
 	"deepref",       // a $ref into another operation's parameters (#/paths/.../parameters/1): inlined
+	"deepschemaref", // schema $refs into another schema's properties or items, or an operation's body: moved into components
 	"binarybodies",  // a body in several binary media types: one Body field (oapi-codegen declares one per type)
 	"gonames",       // path parameters named like generated variables (w, err, url), CJK names, properties named like members
 	"enumvalues",    // enum values a constant of the Go type cannot hold (2.5 in an integer enum), repeats beside x-enum-varnames
