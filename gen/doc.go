@@ -314,6 +314,8 @@
 //   - A discriminator oapi-codegen cannot map to every member (inline members, members
 //     sharing a name) is dropped: the union is generated without its discriminator
 //     accessors; its JSON is unchanged.
+//   - A oneOf or anyOf that lists one $ref twice lists it once (oapi-codegen would
+//     declare the member's As, From and Merge methods twice), with a warning.
 //   - OpenAPI 3.1 webhooks and callbacks (requests the service sends) are dropped.
 //   - A $ref to a parameter, body or response that is not a component of its kind (a
 //     bundler's "#/paths/~1things/get/parameters/1") is inlined; the target of a schema
@@ -333,7 +335,7 @@
 //   - A schema oapi-codegen still cannot type (a 3.1 type array of two scalars, an allOf
 //     whose members it cannot merge: two formats, two types, two additionalProperties,
 //     two discriminators), in a component or in an operation, is typed loosely: the
-//     deepest such schema, as json.RawMessage in a body (the JSON as it came), as string
+//     deepest such schema (a property, an item, a union's member), as json.RawMessage in a body (the JSON as it came), as string
 //     in a parameter or a header (its text), with a warning at its FILE:LINE:COL.
 //     Requests are still validated against the spec as written, and the fingerprint
 //     reads the whole body.

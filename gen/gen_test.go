@@ -64,6 +64,7 @@ var goldenCases = []string{
 	"redisonly",     // store: redis as the document default, every POST marked
 	"unionbody",     // inline oneOf/anyOf request bodies (oapi-codegen issue 2498): moved into components, their JSON kept
 	"unionmembers",  // inline union members oapi-codegen names alike (Foo.bar's and FooBar's FooBar0): moved into components
+	"unionlists",    // a oneOf listing one $ref twice (methods declared twice), an inline member oapi-codegen cannot type
 	"degraded",      // schemas oapi-codegen cannot type: a 3.1 multi-type scalar (json.RawMessage, warned), null in an integer enum
 	"degradedops",   // the same outside components/schemas: parameters (string), bodies, responses, headers
 	"deepref",       // a $ref into another operation's parameters (#/paths/.../parameters/1): inlined

@@ -192,6 +192,14 @@ func deepestFailing(r *openapi3.SchemaRef, path, keys []string) (*openapi3.Schem
 	if v.AdditionalProperties.Schema != nil {
 		children = append(children, child{v.AdditionalProperties.Schema, "AdditionalProperties", []string{"additionalProperties"}})
 	}
+	for _, u := range []struct {
+		name    string
+		members openapi3.SchemaRefs
+	}{{"oneOf", v.OneOf}, {"anyOf", v.AnyOf}} {
+		for i, m := range u.members {
+			children = append(children, child{m, strconv.Itoa(i), []string{u.name, strconv.Itoa(i)}})
+		}
+	}
 	for _, ch := range children {
 		if ch.r == nil || ch.r.Ref != "" {
 			continue

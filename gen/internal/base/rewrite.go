@@ -1,6 +1,7 @@
 package base
 
 import (
+	"fmt"
 	"net/url"
 	"slices"
 	"strconv"
@@ -89,13 +90,11 @@ func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, 
 		uniqueFieldNames(s)
 		enumOfStrings(s)
 		enumWithoutNull(s)
-		if d := unwritableSchema(s); d != nil {
-			d.Keys = slices.Clone(keys)
-			degraded = append(degraded, *d)
-		}
-		if d := enumValues(s); d != nil {
-			d.Keys = slices.Clone(keys)
-			degraded = append(degraded, *d)
+		for _, d := range []*Degradation{unwritableSchema(s), enumValues(s), uniqueUnionMembers(s)} {
+			if d != nil {
+				d.Keys = slices.Clone(keys)
+				degraded = append(degraded, *d)
+			}
 		}
 	})
 	ops, more, err := resolveNames(doc, router, client)
@@ -388,4 +387,34 @@ func deepRefName(doc *openapi3.T, ref string) string {
 		name = base + strconv.Itoa(i)
 	}
 	return name
+}
+
+// uniqueUnionMembers drops from a oneOf or anyOf a $ref member listed before (the same
+// $ref), and reports it: oapi-codegen declares a union's AsA, FromA and MergeA methods per
+// member, twice for it ("method Thing.AsA already declared"). The union's JSON is the
+// same.
+func uniqueUnionMembers(s *openapi3.Schema) *Degradation {
+	var dropped []string
+	for _, members := range []*openapi3.SchemaRefs{&s.OneOf, &s.AnyOf} {
+		if len(*members) < 2 {
+			continue
+		}
+		seen := map[string]bool{}
+		*members = slices.DeleteFunc(*members, func(m *openapi3.SchemaRef) bool {
+			if m == nil || m.Ref == "" {
+				return false
+			}
+			if seen[m.Ref] {
+				dropped = append(dropped, m.Ref)
+				return true
+			}
+			seen[m.Ref] = true
+			return false
+		})
+	}
+	if dropped == nil {
+		return nil
+	}
+	return &Degradation{Why: fmt.Sprintf("the union lists %s more than once, and oapi-codegen declares a member's methods once per listing", strings.Join(dropped, ", ")),
+		Did: "lists each member once in the base (validation still reads the union as written)"}
 }
