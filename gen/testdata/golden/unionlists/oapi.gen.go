@@ -35,6 +35,23 @@ type Card struct {
 	Number *string `json:"number,omitempty"`
 }
 
+// Channel defines model for Channel.
+type Channel struct {
+	union json.RawMessage
+}
+
+// Channel0 defines model for Channel.0.
+type Channel0 struct {
+	Url *string `json:"url,omitempty"`
+	Via *string `json:"via,omitempty"`
+}
+
+// Channel1 defines model for Channel.1.
+type Channel1 struct {
+	Email *string `json:"email,omitempty"`
+	Via   *string `json:"via,omitempty"`
+}
+
 // Method defines model for Method.
 type Method struct {
 	union json.RawMessage
@@ -54,8 +71,9 @@ type Method1 struct {
 
 // Payment defines model for Payment.
 type Payment struct {
-	Method *Method `json:"method,omitempty"`
-	union  json.RawMessage
+	Channel *Channel `json:"channel,omitempty"`
+	Method  *Method  `json:"method,omitempty"`
+	union   json.RawMessage
 }
 
 // CreatePaymentParams defines parameters for CreatePayment.
@@ -125,6 +143,68 @@ func (t Amount) MarshalJSON() ([]byte, error) {
 }
 
 func (t *Amount) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsChannel0 returns the union data inside the Channel as a Channel0
+func (t Channel) AsChannel0() (Channel0, error) {
+	var body Channel0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromChannel0 overwrites any union data inside the Channel as the provided Channel0
+func (t *Channel) FromChannel0(v Channel0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeChannel0 performs a merge with any union data inside the Channel, using the provided Channel0
+func (t *Channel) MergeChannel0(v Channel0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsChannel1 returns the union data inside the Channel as a Channel1
+func (t Channel) AsChannel1() (Channel1, error) {
+	var body Channel1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromChannel1 overwrites any union data inside the Channel as the provided Channel1
+func (t *Channel) FromChannel1(v Channel1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeChannel1 performs a merge with any union data inside the Channel, using the provided Channel1
+func (t *Channel) MergeChannel1(v Channel1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t Channel) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *Channel) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
 	return err
 }
@@ -256,6 +336,13 @@ func (t Payment) MarshalJSON() ([]byte, error) {
 		}
 	}
 
+	if t.Channel != nil {
+		object["channel"], err = json.Marshal(t.Channel)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'channel': %w", err)
+		}
+	}
+
 	if t.Method != nil {
 		object["method"], err = json.Marshal(t.Method)
 		if err != nil {
@@ -275,6 +362,13 @@ func (t *Payment) UnmarshalJSON(b []byte) error {
 	err = json.Unmarshal(b, &object)
 	if err != nil {
 		return err
+	}
+
+	if raw, found := object["channel"]; found {
+		err = json.Unmarshal(raw, &t.Channel)
+		if err != nil {
+			return fmt.Errorf("error reading 'channel': %w", err)
+		}
 	}
 
 	if raw, found := object["method"]; found {

@@ -36,7 +36,8 @@ info:
 # once. An inline member oapi-codegen cannot type (a 3.1 type array of two scalars) is
 # typed loosely on its own (json.RawMessage), not the whole union. A discriminator whose
 # mapping sits beside inline members ("ambiguous discriminator.mapping: please replace
-# inlined object with $ref") is dropped: the union keeps its JSON.
+# inlined object with $ref"), or whose inline members all map to one name
+# ("discriminator: not all schemas were mapped"), is dropped: the union keeps its JSON.
 paths:
   /payments:
     post:
@@ -58,6 +59,7 @@ components:
       type: object
       properties:
         method: {$ref: '#/components/schemas/Method'}
+        channel: {$ref: '#/components/schemas/Channel'}
       oneOf:
         - $ref: '#/components/schemas/Card'
         - $ref: '#/components/schemas/Card'
@@ -69,6 +71,11 @@ components:
       discriminator:
         propertyName: kind
         mapping: {card: '#/components/schemas/Card'}
+    Channel:
+      oneOf:
+        - {type: object, properties: {via: {type: string}, url: {type: string}}}
+        - {type: object, properties: {via: {type: string}, email: {type: string}}}
+      discriminator: {propertyName: via}
     Amount:
       anyOf:
         - $ref: '#/components/schemas/Bank'
