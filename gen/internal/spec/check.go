@@ -165,9 +165,30 @@ func (s *Source) locateLoadError(err error) *Error {
 		}
 	})
 	if found == nil {
+		found = s.pointerNamed(msg)
+	}
+	if found == nil {
 		return &Error{Pos: Pos{File: s.file}, Msg: msg}
 	}
 	return &Error{Pos: s.Pos(found), Msg: msg}
+}
+
+// pointerNamed returns the node of the JSON pointer a kin-openapi message ends with
+// ("cannot construct !!str `abc` into float64 in /paths/~1a/post/.../minimum"), or nil.
+func (s *Source) pointerNamed(msg string) *yaml.Node {
+	i := strings.LastIndex(msg, " in /")
+	if i < 0 {
+		return nil
+	}
+	ptr := msg[i+len(" in "):]
+	if j := strings.IndexAny(ptr, " \n"); j >= 0 {
+		ptr = ptr[:j]
+	}
+	n, ok := s.resolvePointer("#" + ptr)
+	if !ok {
+		return nil
+	}
+	return n
 }
 
 // forEachOperationNode calls f for every operation of the paths whose path item is in the
