@@ -33,7 +33,10 @@ func (s *Source) checkVersion() error {
 // them, JSON parsers keep the last silently: either way the spec does not say what its
 // author meant) and every local $ref ("#/...") that does not resolve.
 func (s *Source) CheckTree(errs *ErrorList) {
+	var refs refKinds
+	defer func() { s.refs = &refs }()
 	walk(s.Root, func(key, n *yaml.Node) {
+		refs.add(key, n)
 		if key != nil && key.Value == "$ref" && n.Kind == yaml.ScalarNode && strings.HasPrefix(n.Value, "#") {
 			if _, ok := s.resolvePointer(n.Value); !ok {
 				errs.Add(s.Pos(n), "$ref %q does not resolve: nothing at that path in this document", n.Value)
