@@ -67,38 +67,24 @@ var templateParam = regexp.MustCompile(`\{([^{}]*)\}`)
 // and a declared path parameter that the template does not have. Both make a server that
 // cannot route or bind the request.
 func (s *Source) CheckPathTemplates(errs *ErrorList) {
-	_, paths := s.Lookup("paths")
-	if paths == nil || paths.Kind != yaml.MappingNode {
-		return
-	}
-	for i := 0; i+1 < len(paths.Content); i += 2 {
-		pathKey, item := paths.Content[i], Deref(paths.Content[i+1])
-		if _, ref := Entry(item, "$ref"); ref != nil || item.Kind != yaml.MappingNode {
-			continue // a $ref'd path item is checked where it is
-		}
+	s.forEachOperationNode(func(pathKey, item, methodKey, op *yaml.Node) {
 		var inTemplate []string
 		for _, m := range templateParam.FindAllStringSubmatch(pathKey.Value, -1) {
 			inTemplate = append(inTemplate, m[1])
 		}
-		common := s.pathParams(item)
-		for j := 0; j+1 < len(item.Content); j += 2 {
-			method := strings.ToLower(item.Content[j].Value)
-			if !HTTPMethods[method] {
-				continue
-			}
-			declared := append(s.pathParams(Deref(item.Content[j+1])), common...)
-			for _, name := range inTemplate {
-				if !slices.ContainsFunc(declared, func(p pathParam) bool { return p.name == name }) {
-					errs.Add(s.Pos(pathKey), "path %s: %s %s does not declare the template parameter %q (a parameter with in: path)", pathKey.Value, strings.ToUpper(method), pathKey.Value, name)
-				}
-			}
-			for _, p := range declared {
-				if !slices.Contains(inTemplate, p.name) {
-					errs.Add(s.Pos(p.at), "parameter %q (in: path) of %s %s is not in the path template", p.name, strings.ToUpper(method), pathKey.Value)
-				}
+		method := strings.ToUpper(methodKey.Value)
+		declared := append(s.pathParams(op), s.pathParams(item)...)
+		for _, name := range inTemplate {
+			if !slices.ContainsFunc(declared, func(p pathParam) bool { return p.name == name }) {
+				errs.Add(s.Pos(pathKey), "path %s: %s %s does not declare the template parameter %q (a parameter with in: path)", pathKey.Value, method, pathKey.Value, name)
 			}
 		}
-	}
+		for _, p := range declared {
+			if !slices.Contains(inTemplate, p.name) {
+				errs.Add(s.Pos(p.at), "parameter %q (in: path) of %s %s is not in the path template", p.name, method, pathKey.Value)
+			}
+		}
+	})
 }
 
 // CheckOperationIDs reports an operationId that another operation of the spec declares too
