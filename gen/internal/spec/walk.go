@@ -2,6 +2,7 @@ package spec
 
 import (
 	"mime"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -192,7 +193,17 @@ func ForEachParameter(doc *openapi3.T, f func(at []string, p *openapi3.Parameter
 // isComponentRef reports a $ref to an entry of doc's components/schemas.
 func isComponentRef(doc *openapi3.T, ref string) bool {
 	name, ok := strings.CutPrefix(ref, "#/components/schemas/")
-	return ok && doc.Components != nil && doc.Components.Schemas[name] != nil
+	if !ok || doc.Components == nil {
+		return false
+	}
+	if strings.ContainsAny(name, "~%") { // an escaped name ("Foo~1Bar", "Foo%20Bar")
+		unescaped, err := url.PathUnescape(name)
+		if err == nil {
+			name = unescaped
+		}
+		name = UnescapePointer(name)
+	}
+	return doc.Components.Schemas[name] != nil
 }
 
 // HTTPMethods are the keys of a path item that hold an operation (lower case).
