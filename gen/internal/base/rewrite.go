@@ -3,6 +3,7 @@ package base
 import (
 	"fmt"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,6 +29,17 @@ func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, 
 		return nil, nil, fails
 	}
 	degraded := componentExtensions(doc)
+	if !external && router != "" { // a server, which routes
+		marked := map[string]bool{}
+		for _, o := range m.Ops {
+			marked[o.Method+" "+o.Path] = true
+		}
+		routes, fails := equivalentRoutes(doc, marked)
+		if len(fails) > 0 {
+			return nil, degraded, fails
+		}
+		degraded = append(degraded, routes...)
+	}
 	if deepRefs {
 		componentDeepSchemaRefs(doc)
 	}
@@ -431,3 +443,47 @@ func uniqueUnionMembers(s *openapi3.Schema) *Degradation {
 	return &Degradation{Why: fmt.Sprintf("the union lists %s more than once, and oapi-codegen declares a member's methods once per listing", strings.Join(dropped, ", ")),
 		Did: "lists each member once in the base (validation still reads the union as written)"}
 }
+
+// equivalentRoutes leaves out of the base an operation whose path is an earlier path's (in
+// name order) template with other parameter names (/things/{name} beside /things/{id}) and whose method
+// the earlier one serves too, with a warning: the OpenAPI specification forbids such paths
+// ("as they are identical"), and the server cannot route both (net/http's ServeMux panics
+// when the second is registered). A marked operation cannot be left out: it is a Failure.
+// The other methods of such a path are served.
+func equivalentRoutes(doc *openapi3.T, marked map[string]bool) ([]Degradation, Failures) {
+	if doc.Paths == nil {
+		return nil, nil
+	}
+	var degraded []Degradation
+	var fails Failures
+	first := map[string]string{} // template shape → the first path of it, in name order
+	for _, path := range spec.SortedKeys(doc.Paths.Map()) {
+		shape := templateParam.ReplaceAllString(path, "{}")
+		earlier, dup := first[shape]
+		if !dup {
+			first[shape] = path
+			continue
+		}
+		item, served := doc.Paths.Value(path), doc.Paths.Value(earlier).Operations()
+		for method := range item.Operations() {
+			if served[method] == nil {
+				continue
+			}
+			keys := []string{"paths", path, strings.ToLower(method)}
+			why := fmt.Sprintf("%s %s is %s %s with other parameter names, which OpenAPI forbids and a server cannot route apart", method, path, method, earlier)
+			if marked[method+" "+path] {
+				fails = append(fails, Failure{Keys: keys, Msg: why + "; merge the two paths"})
+				continue
+			}
+			item.SetOperation(method, nil)
+			degraded = append(degraded, Degradation{Keys: keys, Why: why, Did: "leaves it out of the server (the spec file is unchanged; merge the two paths)"})
+		}
+		if len(item.Operations()) == 0 {
+			doc.Paths.Delete(path)
+		}
+	}
+	return degraded, fails
+}
+
+// templateParam is a path template's parameter: {id}.
+var templateParam = regexp.MustCompile(`\{[^{}]*\}`)
