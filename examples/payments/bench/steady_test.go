@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/idemgen/idemgen/idem"
 	"github.com/idemgen/idemgen/examples/payments/service"
+	"github.com/idemgen/idemgen/idem"
 )
 
 var (
