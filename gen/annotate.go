@@ -25,15 +25,21 @@ type Annotation struct {
 	// (the errors it gives), "" when it would: then the candidate is markable.
 	Candidate    bool
 	Why, Problem string
+	// Warnings are the generator's warnings about the operation, each a located line
+	// ("FILE:LINE:COL: message"): a marked one's, one left unmarked by the defaults', or
+	// for a markable candidate those that marking it x-idempotent: true would give
+	// (located at the operation).
+	Warnings []string
 }
 
 // methods are the operation keys of a path item, in the order annotate lists them.
 var methods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 
 // Annotate reads the spec at path with the overlays applied in order and returns every
-// operation's annotation in the spec's order of paths and methods, and the generator's
-// warnings (located lines). Its error is the spec's own errors, as [Policies] returns
-// them: the candidates are judged on a spec that generates.
+// operation's annotation in the spec's order of paths and methods (each with its own
+// warnings), and the generator's warnings that are about no one operation (located
+// lines). Its error is the spec's own errors, as [Policies] returns them: the candidates
+// are judged on a spec that generates.
 func Annotate(path string, overlays []string) ([]Annotation, []string, error) {
 	s, err := spec.Load(path, overlays...)
 	if err != nil {
@@ -86,7 +92,31 @@ func Annotate(path string, overlays []string) ([]Annotation, []string, error) {
 	if err := tryMarking(path, overlays, out, trial); err != nil {
 		return nil, nil, err
 	}
-	return out, modelWarnings(m), nil
+	return out, attachWarnings(out, m), nil
+}
+
+// attachWarnings adds m's warnings to the annotations of the operations they are about,
+// and returns the others: those about the spec.
+func attachWarnings(anns []Annotation, m *model.Model) []string {
+	at := map[string]int{}
+	for i, a := range anns {
+		at[a.Method+" "+a.Path] = i
+	}
+	var rest []string
+	attach := func(method, path, line string) {
+		if i, ok := at[method+" "+path]; ok && method != "" {
+			anns[i].Warnings = append(anns[i].Warnings, line)
+		} else {
+			rest = append(rest, line)
+		}
+	}
+	for _, w := range m.Warnings {
+		attach(w.Method, w.Path, w.Error())
+	}
+	for _, u := range m.Unmarked {
+		attach(u.Method, u.Path, unmarkedWarning(u))
+	}
+	return rest
 }
 
 // tryMarking marks the trial operations x-idempotent: true, all at once through an
@@ -97,13 +127,20 @@ func Annotate(path string, overlays []string) ([]Annotation, []string, error) {
 func tryMarking(path string, overlays []string, anns []Annotation, trial []int) error {
 	pending := trial
 	for len(pending) > 0 {
-		policies, errs, err := markTrial(path, overlays, anns, pending)
+		res, errs, err := markTrial(path, overlays, anns, pending)
 		if err != nil {
 			return err
 		}
 		if len(errs) == 0 {
 			for _, i := range pending {
-				judge(&anns[i], policies, "")
+				judge(&anns[i], res.policies, "")
+				if !anns[i].Candidate {
+					continue
+				}
+				for _, w := range res.warnings[anns[i].Method+" "+anns[i].Path] {
+					w.Pos = anns[i].Pos // the marker is in the trial overlay, no file of the user's
+					anns[i].Warnings = append(anns[i].Warnings, w.Error())
+				}
 			}
 			return nil
 		}
@@ -167,12 +204,19 @@ type trialError struct {
 	action int
 }
 
+// trialResult is what marking the trial operations gives, by "METHOD /path": each one's
+// policy and its warnings.
+type trialResult struct {
+	policies map[string]Policy
+	warnings map[string][]model.Warning
+}
+
 // markTrial generates the policies with the operations of trial marked x-idempotent:
 // true by an overlay (a temporary file), or returns the errors that gives.
-func markTrial(path string, overlays []string, anns []Annotation, trial []int) (map[string]Policy, []trialError, error) {
+func markTrial(path string, overlays []string, anns []Annotation, trial []int) (trialResult, []trialError, error) {
 	f, err := os.CreateTemp("", "idemgen-annotate-*.yaml")
 	if err != nil {
-		return nil, nil, err
+		return trialResult{}, nil, err
 	}
 	defer os.Remove(f.Name())
 	var ops []Annotation
@@ -182,16 +226,16 @@ func markTrial(path string, overlays []string, anns []Annotation, trial []int) (
 	text, starts := candidateOverlay("idemgen annotate trial", ops)
 	if _, err := f.Write(text); err != nil {
 		f.Close()
-		return nil, nil, err
+		return trialResult{}, nil, err
 	}
 	if err := f.Close(); err != nil {
-		return nil, nil, err
+		return trialResult{}, nil, err
 	}
 	m, err := model.Policies(path, append(slices.Clip(overlays), f.Name())...)
 	if err != nil {
 		located := spec.Errors(err)
 		if located == nil {
-			return nil, nil, err
+			return trialResult{}, nil, err
 		}
 		var errs []trialError
 		for _, e := range located {
@@ -206,13 +250,18 @@ func markTrial(path string, overlays []string, anns []Annotation, trial []int) (
 			}
 			errs = append(errs, te)
 		}
-		return nil, errs, nil
+		return trialResult{}, errs, nil
 	}
-	ps := map[string]Policy{}
+	res := trialResult{policies: map[string]Policy{}, warnings: map[string][]model.Warning{}}
 	for _, o := range m.Ops {
-		ps[o.Method+" "+o.Path] = policyOf(o)
+		res.policies[o.Method+" "+o.Path] = policyOf(o)
 	}
-	return ps, nil, nil
+	for _, w := range m.Warnings {
+		if w.Method != "" { // those about the spec are the spec's without the trial
+			res.warnings[w.Method+" "+w.Path] = append(res.warnings[w.Method+" "+w.Path], w)
+		}
+	}
+	return res, nil, nil
 }
 
 // CandidateOverlay is an OpenAPI Overlay 1.0 document (RFC 9535 JSONPath) whose actions

@@ -125,12 +125,12 @@ func (s *source) buildOperation(om marker.OpMarker, item *openapi3.PathItem, op 
 		}
 		o.Isolation = "" // a document default isolation is for the PostgreSQL operations
 		if o.Timeout > o.Lease {
-			w.add(mk.Pos, "%s: %s %s keeps its key in Redis (store: redis) with a lease (%s) shorter than its timeout (%s): the Redis lease is not extended while the business runs, so a business past %s loses its key to a retry, which runs it again; set lease to at least the timeout",
+			w.addOp(o, mk.Pos, "%s: %s %s keeps its key in Redis (store: redis) with a lease (%s) shorter than its timeout (%s): the Redis lease is not extended while the business runs, so a business past %s loses its key to a retry, which runs it again; set lease to at least the timeout",
 				marker.MarkerExt, strings.ToUpper(om.Method), om.Path, marker.HumanDuration(o.Lease), marker.HumanDuration(o.Timeout), marker.HumanDuration(o.Lease))
 		}
 	}
 	if o.Timeout > 0 && o.Wait > o.Timeout && !mk.Wait.Bad && !mk.Timeout.Bad {
-		w.add(mk.Pos, "%s: %s %s makes a duplicate wait up to %s for the key's owner, longer than the owner's business may run (timeout %s): by then the owner has answered, is finishing its commit, or was cut off, so most of the wait past the timeout only holds the duplicate's request; set wait to at most the timeout",
+		w.addOp(o, mk.Pos, "%s: %s %s makes a duplicate wait up to %s for the key's owner, longer than the owner's business may run (timeout %s): by then the owner has answered, is finishing its commit, or was cut off, so most of the wait past the timeout only holds the duplicate's request; set wait to at most the timeout",
 			marker.MarkerExt, strings.ToUpper(om.Method), om.Path, marker.HumanDuration(o.Wait), marker.HumanDuration(o.Timeout))
 	}
 	if o.Retention < o.Lease && !mk.Lease.Bad && !mk.Retention.Bad {

@@ -89,3 +89,83 @@ func TestAnnotateWrite(t *testing.T) {
 		t.Errorf("-w -overlay: exit %d, want %d", code, ExitUsage)
 	}
 }
+
+// annotateWarningsSpec has a marked operation with warnings of its own (a Redis lease
+// shorter than its timeout; a body property that may be the key), a candidate whose
+// marking would warn of that property too, and warnings about the spec as a whole (a
+// safe operation and an unmarked one that declare a key).
+const annotateWarningsSpec = `openapi: 3.0.3
+info: {title: t, version: 1.0.0}
+paths:
+  /orders:
+    post:
+      operationId: createOrder
+      x-idempotent: {store: redis, lease: 5s, timeout: 10s}
+      requestBody:
+        content:
+          application/json:
+            schema:
+              type: object
+              properties:
+                requestId: {type: string, description: makes the request idempotent}
+      responses: {"201": {description: created}}
+  /refunds:
+    post:
+      operationId: createRefund
+      requestBody:
+        content:
+          application/json:
+            schema:
+              type: object
+              properties:
+                requestId: {type: string, description: makes the request idempotent}
+      responses: {"201": {description: created}}
+  /orders/{id}:
+    parameters:
+      - {name: id, in: path, required: true, schema: {type: string}}
+    delete:
+      parameters:
+        - {name: Idempotency-Key, in: header, schema: {type: string}}
+      responses: {"204": {description: cancelled}}
+    get:
+      parameters:
+        - {name: Idempotency-Key, in: header, schema: {type: string}}
+      responses: {"200": {description: ok}}
+`
+
+// annotate prints the warnings under the operation each is about, located (a candidate's:
+// those marking it would give, at the operation), then those about the spec as a whole.
+func TestAnnotateWarningsByOperation(t *testing.T) {
+	spec := filepath.Join(t.TempDir(), "openapi.yaml")
+	if err := os.WriteFile(spec, []byte(annotateWarningsSpec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr := run("annotate", spec)
+	if code != ExitOK || stderr != "" {
+		t.Fatalf("annotate: exit %d, stderr %q", code, stderr)
+	}
+	_, section, ok := strings.Cut(out, "\n\n")
+	if !ok {
+		t.Fatalf("no warnings after the table:\n%s", out)
+	}
+	want := []string{
+		"5 warnings:",
+		"  createOrder (POST /orders):",
+		"    " + spec + ":7:7: x-idempotent: POST /orders keeps its key in Redis (store: redis) with a lease (5s) shorter than its timeout (10s)",
+		"    " + spec + ":7:7: the key is the added header Idempotency-Key; the request body's /requestId has a description that speaks of idempotency",
+		"  createRefund (POST /refunds), if marked x-idempotent: true:",
+		"    " + spec + ":17:5: the key is the added header Idempotency-Key; the request body's /requestId has a description that speaks of idempotency",
+		"  about the spec as a whole:",
+		"    " + spec + ":34:5: 1 safe operation(s) declare an idempotency key header (GET /orders/{id})",
+		"    " + spec + ":30:5: 1 unmarked operation(s) declare an idempotency key (DELETE /orders/{id})",
+	}
+	got := strings.Split(strings.TrimSuffix(section, "\n"), "\n")
+	if len(got) != len(want) {
+		t.Fatalf("warnings: %d lines, want %d:\n%s", len(got), len(want), section)
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("line %d:\n%s\nwant it to start with\n%s", i+1, got[i], want[i])
+		}
+	}
+}
