@@ -3,8 +3,11 @@ package gen
 import (
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
+
+	"go.yaml.in/yaml/v4"
 
 	"github.com/idemgen/idemgen/gen/internal/model"
 	"github.com/idemgen/idemgen/gen/internal/spec"
@@ -16,10 +19,15 @@ import (
 type Annotation struct {
 	// Operation is the operationId, else "POST /path"; Method is upper case.
 	Operation, Method, Path string
-	Pos                     Pos     // of the operation (its method's key)
-	Marked                  bool    // marked x-idempotent, or by x-idempotent-defaults.methods
-	OptedOut                bool    // x-idempotent: false, or left unmarked by the defaults
-	Policy                  *Policy // marked: its policy; a candidate: the one x-idempotent: true gives it
+	Pos                     Pos // of the operation (its method's key), or of its path item's $ref to another file
+	// At is where the spec file writes the operation, as the keys from the root: "paths",
+	// "/pets", "post"; through a path item's local $ref, where it points ("components",
+	// "pathItems", "Pets", "post"), which other paths may share. nil when the operation
+	// is in another file (a path item's $ref to it): then no marker can go into the spec.
+	At       []string
+	Marked   bool    // marked x-idempotent, or by x-idempotent-defaults.methods
+	OptedOut bool    // x-idempotent: false, or left unmarked by the defaults
+	Policy   *Policy // marked: its policy; a candidate: the one x-idempotent: true gives it
 	// Candidate: unmarked (not opted out), and a POST, PUT or PATCH, or an operation that
 	// declares a key; Why says which. Problem is why x-idempotent: true would not generate
 	// (the errors it gives), "" when it would: then the candidate is markable.
@@ -63,16 +71,21 @@ func Annotate(path string, overlays []string) ([]Annotation, []string, error) {
 	_, paths := s.Src.Lookup("paths")
 	if paths != nil {
 		for i := 0; i+1 < len(paths.Content); i += 2 {
-			p, item := paths.Content[i].Value, spec.Deref(paths.Content[i+1])
-			if _, ref := spec.Entry(item, "$ref"); ref != nil {
-				continue // markers are not read from a path item that is a $ref
+			p := paths.Content[i].Value
+			item, ref := s.Src.PathItem(paths.Content[i+1]) // a local $ref's, where it points
+			if item == nil {
+				if ref != nil {
+					out = append(out, elsewhere(s, p, ref, left)...)
+				}
+				continue
 			}
 			for _, meth := range methods {
 				k, op := spec.Entry(item, meth)
 				if k == nil {
 					continue
 				}
-				a := Annotation{Method: strings.ToUpper(meth), Path: p, Pos: s.Src.Pos(k), Operation: strings.ToUpper(meth) + " " + p}
+				a := Annotation{Method: strings.ToUpper(meth), Path: p, Pos: s.Src.Pos(k), Operation: strings.ToUpper(meth) + " " + p,
+					At: s.Src.OperationAt(p, meth)}
 				if _, id := spec.Entry(op, "operationId"); id != nil && id.Value != "" {
 					a.Operation = id.Value
 				}
@@ -93,6 +106,39 @@ func Annotate(path string, overlays []string) ([]Annotation, []string, error) {
 		return nil, nil, err
 	}
 	return out, attachWarnings(out, m), nil
+}
+
+// elsewhere annotates the operations of the path item of p that its $ref ref names in
+// another file, as kin-openapi loaded them: none is marked (a marker there is an error),
+// and a POST, PUT or PATCH is a candidate that cannot be marked in the spec file, nor by
+// an overlay of it. Each is located at the $ref.
+func elsewhere(s *spec.Spec, p string, ref *yaml.Node, left map[string]bool) []Annotation {
+	var out []Annotation
+	item := s.Doc.Paths.Value(p)
+	if item == nil {
+		return nil
+	}
+	ops := item.Operations()
+	for _, meth := range methods {
+		op := ops[strings.ToUpper(meth)]
+		if op == nil {
+			continue
+		}
+		a := Annotation{Method: strings.ToUpper(meth), Path: p, Pos: s.Src.Pos(ref), Operation: op.OperationID}
+		if a.Operation == "" {
+			a.Operation = a.Method + " " + p
+		}
+		switch {
+		case op.Extensions[MarkerExt] == false || left[a.Method+" "+p]:
+			a.OptedOut = true
+		case a.Method == "POST" || a.Method == "PUT" || a.Method == "PATCH":
+			a.Candidate, a.Why = true, "a "+a.Method
+			a.Problem = fmt.Sprintf("its path item is in another file (%s, the $ref at %s): idemgen reads markers in the spec file only, which is all an overlay changes too; move the path item into the spec to mark it",
+				ref.Value, a.Pos)
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // attachWarnings adds m's warnings to the annotations of the operations they are about,
@@ -279,12 +325,35 @@ func candidateOverlay(title string, ops []Annotation) ([]byte, []int) {
 	line := 7 // each action is four lines (the scalars are quoted on one line)
 	for _, a := range ops {
 		starts, line = append(starts, line), line+4
-		fmt.Fprintf(&b, "  - target: %s\n", yamlString(fmt.Sprintf("$.paths[%s].%s", jsonPathString(a.Path), strings.ToLower(a.Method))))
+		fmt.Fprintf(&b, "  - target: %s\n", yamlString(jsonPath(a)))
 		fmt.Fprintf(&b, "    description: %s\n", yamlString(a.Operation))
 		fmt.Fprintf(&b, "    update:\n      %s: true\n", MarkerExt)
 	}
 	return []byte(b.String()), starts
 }
+
+// jsonPath is the RFC 9535 JSONPath of a's operation where the spec writes it (a.At; its
+// path item under paths when a.At is unset): $.paths['/pets'].post,
+// $.components.pathItems.Pets.post.
+func jsonPath(a Annotation) string {
+	at := a.At
+	if at == nil {
+		at = []string{"paths", a.Path, strings.ToLower(a.Method)}
+	}
+	var b strings.Builder
+	b.WriteString("$")
+	for _, tok := range at {
+		if jsonPathName.MatchString(tok) {
+			b.WriteString("." + tok)
+		} else {
+			b.WriteString("[" + jsonPathString(tok) + "]")
+		}
+	}
+	return b.String()
+}
+
+// jsonPathName matches the names RFC 9535 takes in dot notation (ASCII ones).
+var jsonPathName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // jsonPathString is s as an RFC 9535 single-quoted string literal.
 func jsonPathString(s string) string {

@@ -64,7 +64,7 @@ func (s *source) declaredHeaderKey(o *Operation, mk marker.Marker, decl *openapi
 // parameter name (any case; the operation's or its path item's, local $refs followed).
 func (s *source) headerPatternPos(o *Operation, name, pattern string) (spec.Pos, bool) {
 	_, item := s.Lookup("paths", o.Path)
-	if item == nil {
+	if item, _ = s.PathItem(item); item == nil {
 		return spec.Pos{}, false
 	}
 	_, op := spec.Entry(item, strings.ToLower(o.Method))

@@ -272,7 +272,7 @@ func (s *source) unprotectedKeys(doc *openapi3.T, marked []marker.OpMarker, w *W
 			if !declares {
 				continue
 			}
-			k, _ := s.Lookup("paths", path, method)
+			k, _ := s.Operation(path, method)
 			if isSafe {
 				if len(safe) == 0 {
 					safeAt = s.Pos(k)

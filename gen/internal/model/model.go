@@ -43,15 +43,20 @@ func Check(s *spec.Spec, errs *spec.ErrorList) *Model {
 	src.CheckOperationIDs(errs)
 	src.CheckContentRefs(errs)
 	src.CheckSpelling(errs)
-	_, markers := src.ReadMarkers(errs)
+	defaults, markers := src.ReadMarkers(errs)
 	if s.LoadErr != nil {
 		if len(*errs) == 0 { // an error we located ourselves is the clearer one
 			*errs = append(*errs, s.LoadErr.(*spec.Error))
 		}
 		return nil
 	}
-	src.CheckRefPathItems(s.Doc, errs)
-	return src.buildModel(s.Doc, markers, errs)
+	elsewhere := src.CheckRefPathItems(s.Doc, defaults, errs)
+	m := src.buildModel(s.Doc, markers, errs)
+	for _, o := range elsewhere {
+		m.Unmarked = append(m.Unmarked, SkippedOp{Method: o.Method, Path: o.Path, Pos: o.Pos,
+			Why: fmt.Sprintf("its path item is in another file (%s); idemgen reads markers in the spec file only: move the path item into this file to mark it", o.Ref)})
+	}
+	return m
 }
 
 // buildModel checks each marker against the loaded document and resolves it into an
@@ -71,6 +76,10 @@ func (s *source) buildModel(doc *openapi3.T, markers []marker.OpMarker, errs *sp
 		if op == nil {
 			continue
 		}
+		if len(om.Shared) > 1 {
+			s.sharedPathItem(m, om, errs)
+			continue
+		}
 		if ct := streamingResponse(op); ct != "" {
 			if om.Marker.ByMethod {
 				m.Unmarked = append(m.Unmarked, SkippedOp{Method: strings.ToUpper(om.Method), Path: om.Path, Pos: om.Marker.Pos,
@@ -86,6 +95,22 @@ func (s *source) buildModel(doc *openapi3.T, markers []marker.OpMarker, errs *sp
 		}
 	}
 	return m
+}
+
+// sharedPathItem reports a marker on an operation whose path item several paths share
+// (through $refs): oapi-codegen generates one operation for them all, which one policy
+// per path cannot wrap. Marked by the defaults' methods, each path is left unmarked with a
+// warning; marked by x-idempotent, it is an error at the marker, once.
+func (s *source) sharedPathItem(m *Model, om marker.OpMarker, errs *spec.ErrorList) {
+	others := slices.DeleteFunc(slices.Clone(om.Shared), func(p string) bool { return p == om.Path })
+	why := fmt.Sprintf("its path item is also that of %s (through a $ref), and oapi-codegen generates one operation for all of them", strings.Join(others, ", "))
+	switch {
+	case om.Marker.ByMethod:
+		m.Unmarked = append(m.Unmarked, SkippedOp{Method: strings.ToUpper(om.Method), Path: om.Path, Pos: om.Marker.Pos, Why: why + "; give each path a path item of its own to mark it"})
+	case om.Path == om.Shared[0]:
+		errs.Add(om.Marker.Pos, "%s: %s %s: %s, which a policy per path cannot wrap; give each of %s a path item of its own (a copy) to mark it",
+			marker.MarkerExt, strings.ToUpper(om.Method), om.Path, why, strings.Join(om.Shared, ", "))
+	}
 }
 
 func (s *source) buildOperation(om marker.OpMarker, item *openapi3.PathItem, op *openapi3.Operation, conv keyConvention, w *Warnings, errs *spec.ErrorList) *Operation {

@@ -69,9 +69,10 @@ func (s *Source) CheckPathTemplates(errs *ErrorList) {
 		return
 	}
 	for i := 0; i+1 < len(paths.Content); i += 2 {
-		pathKey, item := paths.Content[i], Deref(paths.Content[i+1])
-		if _, ref := Entry(item, "$ref"); ref != nil || item.Kind != yaml.MappingNode {
-			continue // a $ref'd path item is checked where it is
+		pathKey := paths.Content[i]
+		item, _ := s.PathItem(paths.Content[i+1]) // a local $ref's, against this template
+		if item == nil || item.Kind != yaml.MappingNode {
+			continue // a path item in another file: kin-openapi and oapi-codegen check it
 		}
 		var inTemplate []string
 		for _, m := range templateParam.FindAllStringSubmatch(pathKey.Value, -1) {
@@ -110,11 +111,13 @@ func (s *Source) CheckOperationIDs(errs *ErrorList) {
 	type first struct {
 		method, path string
 		at           Pos
+		id           *yaml.Node
 	}
 	seen := map[string]first{}
 	for i := 0; i+1 < len(paths.Content); i += 2 {
-		pathKey, item := paths.Content[i], Deref(paths.Content[i+1])
-		if item.Kind != yaml.MappingNode {
+		pathKey := paths.Content[i]
+		item, ref := s.PathItem(paths.Content[i+1]) // a local $ref's too
+		if item == nil || item.Kind != yaml.MappingNode {
 			continue
 		}
 		for j := 0; j+1 < len(item.Content); j += 2 {
@@ -126,12 +129,17 @@ func (s *Source) CheckOperationIDs(errs *ErrorList) {
 			if id == nil || id.Kind != yaml.ScalarNode || id.Value == "" {
 				continue
 			}
-			if f, dup := seen[id.Value]; dup {
+			f, dup := seen[id.Value]
+			switch {
+			case dup && f.id == id && ref != nil:
+				errs.Add(s.Pos(ref), "path %s: this $ref names the path item of %s too: its operationId %q (%s) would name both %s %s and %s %s, and operation ids are unique in a spec; give the path a path item of its own",
+					pathKey.Value, f.path, id.Value, f.at, f.method, f.path, strings.ToUpper(method), pathKey.Value)
+			case dup:
 				errs.Add(s.Pos(id), "operationId %q of %s %s is also the operationId of %s %s (%s): operation ids are unique in a spec",
 					id.Value, strings.ToUpper(method), pathKey.Value, f.method, f.path, f.at)
-				continue
+			default:
+				seen[id.Value] = first{strings.ToUpper(method), pathKey.Value, s.Pos(id), id}
 			}
-			seen[id.Value] = first{strings.ToUpper(method), pathKey.Value, s.Pos(id)}
 		}
 	}
 }

@@ -40,6 +40,11 @@ in JSON). Nothing else of the file changes (formatting, comments, key order, lin
 endings): its diff has insertions only. An operation written in flow style cannot take a
 line and is an error. -w does not combine with -overlay.
 
+An operation whose path item is a $ref within SPEC (components/pathItems, another path)
+is marked where the $ref points, by -w and -overlay-out alike. One whose path item is in
+another file is listed, located at its $ref, as a candidate that cannot be marked:
+idemgen reads markers in SPEC only, which is all an overlay changes too.
+
 Example:
   idemgen annotate openapi.yaml
   idemgen annotate -overlay-out idempotency.overlay.yaml openapi.yaml
