@@ -275,22 +275,70 @@
 //     response's name tag, and would leave it undeclared. A type oapi-codegen then
 //     declares twice, identically (one inline schema among the models and among an
 //     operation's types), is declared once.
+//   - The inline types of a components/responses entry, in every JSON media type, get
+//     their models' names as x-go-type-name, and a union or a map with properties at the
+//     root of its content moves into components/schemas (<Response>ResponseBody), a $ref
+//     in its place: oapi-codegen's strict server writes the response component as a type
+//     of its own after the schema, naming the inline types MadeJSONResponseBodyState (and
+//     the root MadeJSONResponseBody), which nothing declares.
 //   - A string enum whose format oapi-codegen maps to another Go type (date, date-time,
 //     uuid: no constant of those types can be declared) loses the format: a string type
 //     with its constants; the JSON is the same.
+//   - An enum value a constant of the enum's Go type cannot hold (2.5 or true in an
+//     integer enum, 3000000000 in an int32 one, "two" in a number one, a string with a
+//     control character) is left out of its constants, with a warning at its
+//     FILE:LINE:COL, and so is a value listed twice beside x-enum-varnames; null in an
+//     enum that is not of strings makes the field a pointer instead. Requests are still
+//     validated against the enum as written.
 //   - Properties of one object whose Go field names collide ("isGlobal", "is_global")
 //     get x-go-name IsGlobal2, ... next to the property: one the spec names with x-go-name
 //     keeps its name, else the first in field order (x-order, then name).
 //   - Parameters of one operation whose Go names collide ("StartTime", "StartTime<",
-//     "StartTime>") get x-go-name StartTime, StartTimeLt, StartTimeGt.
+//     "StartTime>") get x-go-name StartTime, StartTimeLt, StartTimeGt; path parameters
+//     too (item-id, item_id: ItemId, ItemId2). A path parameter whose variable would be
+//     one the generated functions declare for themselves, a package they use or a
+//     predeclared name (w, r, err, ctx, params, body, url, string, ...) gets x-go-name
+//     ErrParam (the variable errParam).
+//   - A property named like a member of its type (AdditionalProperties, Get, Set beside
+//     additionalProperties; Discriminator beside a oneOf) gets x-go-name
+//     AdditionalProperties2; a property, parameter or operation id of which oapi-codegen
+//     makes no Go name (東京: no Latin letter) gets one spelled from its code points
+//     (U6771U4EAC).
 //   - A JSON response with no schema (or an empty one) gets the Go type json.RawMessage;
 //     on 204, 205 and 304, which have no body, the content is dropped.
+//   - A text/plain request body whose schema is not a string (an object, a number, a
+//     date-time) is typed as string, with a warning: oapi-codegen's strict server
+//     converts the body's bytes to its Go type.
 //   - allOf members lose the keywords oapi-codegen refuses to merge when they differ and
 //     that do not shape the Go type (readOnly, writeOnly, default, uniqueItems, ...).
 //   - A discriminator oapi-codegen cannot map to every member (inline members, members
 //     sharing a name) is dropped: the union is generated without its discriminator
 //     accessors; its JSON is unchanged.
+//   - A oneOf or anyOf that lists one $ref twice lists it once (oapi-codegen would
+//     declare the member's As, From and Merge methods twice), with a warning.
 //   - OpenAPI 3.1 webhooks and callbacks (requests the service sends) are dropped.
+//   - A $ref to a parameter, body or response that is not a component of its kind (a
+//     bundler's "#/paths/~1things/get/parameters/1") is inlined; the target of a schema
+//     $ref that is not a components/schemas entry ("#/components/schemas/Order/properties/
+//     status") moves into components/schemas (OrderStatus), the $refs pointing at it:
+//     oapi-codegen follows only #/components/<kind>/<name>.
+//   - oapi-codegen's own extensions in a shape it cannot use, which it would refuse
+//     (go-swagger's x-go-type object {type, import}, an x-go-name that is a number or no
+//     Go identifier, an x-go-type that is no Go type, a non-boolean
+//     x-go-type-skip-optional-pointer), are left out of the base, each with a warning
+//     at the extension; the schema gets oapi-codegen's own type and name.
+//   - A name oapi-codegen refuses to copy into Go (a double quote, a backtick or a
+//     control character; a backslash in a discriminator's mapping key): an object with
+//     such a property name is typed as json.RawMessage, such a format or discriminator
+//     is dropped, each with a warning; a path or a parameter name with one is an error at
+//     its place (the server routes and binds by it).
+//   - A schema oapi-codegen still cannot type (a 3.1 type array of two scalars, an allOf
+//     whose members it cannot merge: two formats, two types, two additionalProperties,
+//     two discriminators), in a component or in an operation, is typed loosely: the
+//     deepest such schema (a property, an item, a union's member), as json.RawMessage in a body (the JSON as it came), as string
+//     in a parameter or a header (its text), with a warning at its FILE:LINE:COL.
+//     Requests are still validated against the spec as written, and the fingerprint
+//     reads the whole body.
 //   - An inline schema of an operation's JSON request body whose Go type oapi-codegen
 //     gives MarshalJSON/UnmarshalJSON (a oneOf/anyOf union; an object with
 //     additionalProperties beside its properties) moves into components/schemas, a $ref
@@ -348,7 +396,11 @@
 //   - YAML and JSON syntax errors (with the construct the YAML parser was in), a mapping
 //     key given twice, a local $ref that does not resolve, a document that is not OpenAPI
 //     3.0 or 3.1 (Swagger 2.0 included), a path template parameter no operation declares
-//     (in: path) and a declared path parameter the template does not have;
+//     (in: path) and a declared path parameter the template does not have, an operationId
+//     two operations declare, a parameter declared twice in one list (name and in), with
+//     an in OpenAPI does not have (Swagger 2.0's body), with neither a schema nor a
+//     one-entry content map, and a response key that is not a status code, a range (2XX)
+//     or default; these come before any other error and any warning of the base;
 //   - a key at the root, on a path item or on an operation that misspells x-idempotent or
 //     x-idempotent-defaults (the same name in another case, or one edit away:
 //     "unknown extension x-idempotant, did you mean x-idempotent?"); other tools'
@@ -385,6 +437,8 @@
 // duration; an operation whose key header is invalid gets no key checks).
 //
 // A spec with no marked operation generates (every operation passes through) with a
-// warning on stderr. Errors from kin-openapi or oapi-codegen that carry no position are
-// reported as FILE: message.
+// warning on stderr. What oapi-codegen still cannot generate once the base has typed
+// loosely what it could is an error at the component or the operation (FILE:LINE:COL),
+// every one of them at once; an error about no one place of the document (oapi-codegen
+// panicking) is at its openapi field.
 package gen

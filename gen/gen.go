@@ -176,12 +176,12 @@ func generate(opts Options) ([]File, error) {
 	t := opts.target()
 	specCode, err := render.Spec(t, s) // before the base step rewrites s.doc
 	if err != nil {
-		return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
+		return nil, atRoot(s.Src, err)
 	}
 	b, err := base.Generate(s.Doc, m, t, s.Src.ExternalRefs())
 	warnDegraded(s.Src, b.Degraded, opts)
 	if err != nil {
-		return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
+		return nil, locateFailures(s.Src, err)
 	}
 	if opts.Base == BaseExternal {
 		if opts.Router, err = base.CheckExternal(opts.Dir, opts.Package, opts.Router, b.Ops, m.Ops, opts.Client, opts.ClientOnly); err != nil {
@@ -204,7 +204,7 @@ func generate(opts Options) ([]File, error) {
 	if opts.Base == BaseOapiCodegen {
 		code, err := base.Format(&b, t)
 		if err != nil {
-			return nil, &Error{Pos: Pos{File: opts.Spec}, Msg: err.Error()}
+			return nil, locateFailures(s.Src, err)
 		}
 		files = append(files, File{Name: BaseFile, Data: code})
 	}
@@ -284,14 +284,32 @@ func warnDegraded(src *spec.Source, degraded []base.Degradation, opts Options) {
 	if opts.Warnf == nil {
 		return
 	}
+	var warnings spec.ErrorList // the warnings as located messages, to sort them
 	for _, d := range degraded {
-		pos := Pos{File: opts.Spec}
-		for n := len(d.Keys); n > 0; n-- { // the deepest place the node tree has
-			if k, _ := src.Lookup(d.Keys[:n]...); k != nil {
-				pos = src.Pos(k)
-				break
-			}
-		}
-		opts.Warnf("%s: %s", pos, d.Message())
+		warnings.Add(src.PosOf(d.Keys...), "%s", d.Message())
 	}
+	if err := warnings.Err(); err != nil {
+		for _, w := range err.(spec.ErrorList) {
+			opts.Warnf("%s", w.Error())
+		}
+	}
+}
+
+// locateFailures returns the base's Failures as located errors, sorted by position;
+// any other error of the base is one at the document's root.
+func locateFailures(src *spec.Source, err error) error {
+	fails, ok := err.(base.Failures)
+	if !ok {
+		return atRoot(src, err)
+	}
+	var errs spec.ErrorList
+	for _, f := range fails {
+		errs.Add(src.PosOf(f.Keys...), "%s", f.Msg)
+	}
+	return errs.Err()
+}
+
+// atRoot is err located at the document's root: an error about no one place of it.
+func atRoot(src *spec.Source, err error) error {
+	return &Error{Pos: src.PosOf(base.RootKeys...), Msg: err.Error()}
 }

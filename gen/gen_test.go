@@ -28,48 +28,57 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/go
 // compiled by TestCompile, and the petstore one is run against PostgreSQL by
 // gen/internal/e2e.
 var goldenCases = []string{
-	"truemarker",   // x-idempotent: true
-	"fullobject",   // every marker field
-	"defaults",     // x-idempotent-defaults at the root, overridden per operation
-	"customheader", // another header name: injected when undeclared, the declared one otherwise
-	"bodykey",      // the key in a body field (JSON pointer), also nested
-	"pathquery",    // path (path-item level too) and query parameters in the fingerprint
-	"collisions",   // two schemas with one Go name, an enum constant named like a type
-	"petstore",     // ../shared/specs/petstore-expanded.yaml with its POST (addPet) marked
-	"bodies",       // no input, multipart, raw bytes, text, form, two content types
-	"keyspec",      // keys the spec declares: x-idempotency-key uuid, maxLength/pattern, a required body key; own 409/422; fingerprint-headers
-	"methods",      // x-idempotent-defaults.methods: every POST marked, one opted out, a stream left unmarked
-	"names",        // valid specs oapi-codegen alone fails on: name collisions, a schema named "400", webhooks, ...
-	"fieldnames",   // properties whose names are one Go field name (isGlobal, is_global)
-	"otherjson",    // class 5: inline enums in application/hal+json (problem+json, ...) responses: declared under the name used
-	"enumconsts",   // class 5: enum constants named like a type, a server function or another enum's constant
-	"statuscodes",  // class 5: a schema and a response named "400" with inline array items (N400_Details_Item)
-	"dateenum",     // class 5: enums of format: date strings
-	"unicode",      // JSON with UTF-16 surrogate pair escapes (read by kin-openapi's loader: its YAML parser refuses them)
-	"jsontree",     // JSON decoded from idemgen's own node tree (jsondoc.go): refs, numbers, escapes, enums, defaults
-	"multifile",    // $refs to schemas and responses in other files
-	"ecmapattern",  // issue 17 class 1: ECMA-262 key and body patterns (a negative lookahead)
-	"bodykeys",     // class 2: the key a JSON or form body declares; a property that only suggests it
-	"convention",   // class 3: the added header named as the spec's other operations name theirs
-	"caseheader",   // class 4: one key header declared twice in different cases: the stricter wins
-	"contentref",   // class 6: a bundler's content: {$ref: ...} to a content map, resolved
-	"keyplaces",    // class 7: the key declared on a GET too, and as a header and a query parameter
-	"chirouter",    // routers.yaml with -router chi (served by gen/internal/e2e, as are the five below)
-	"echorouter",   // routers.yaml with -router echo
-	"ginrouter",    // routers.yaml with -router gin
-	"chiexternal",  // routers.yaml with -base=external beside oapi-codegen's own chi strict server
-	"echoexternal", // the same for echo
-	"ginexternal",  // the same for gin
-	"redisstore",   // store: redis beside PostgreSQL operations (idem/idemredis compiles it: not a dependency of this module)
-	"redisonly",    // store: redis as the document default, every POST marked
-	"unionbody",    // inline oneOf/anyOf request bodies (oapi-codegen issue 2498): moved into components, their JSON kept
-	"unionmembers", // inline union members oapi-codegen names alike (Foo.bar's and FooBar's FooBar0): moved into components
-	"degraded",     // schemas oapi-codegen cannot type: a 3.1 multi-type scalar (json.RawMessage, warned), null in an integer enum
-	"deepref",      // a $ref into another operation's parameters (#/paths/.../parameters/1): inlined
-	"binarybodies", // a body in several binary media types: one Body field (oapi-codegen declares one per type)
-	"client",       // client.yaml with -client: oapi-codegen's client and IdempotentClient beside the server
-	"clientonly",   // client.yaml with -client -server=false: models and client only
-	"overlay",      // an unmarked openapi.yaml marked by overlay.yaml (Options.Overlays)
+	"truemarker",    // x-idempotent: true
+	"fullobject",    // every marker field
+	"defaults",      // x-idempotent-defaults at the root, overridden per operation
+	"customheader",  // another header name: injected when undeclared, the declared one otherwise
+	"bodykey",       // the key in a body field (JSON pointer), also nested
+	"pathquery",     // path (path-item level too) and query parameters in the fingerprint
+	"collisions",    // two schemas with one Go name, an enum constant named like a type
+	"petstore",      // ../shared/specs/petstore-expanded.yaml with its POST (addPet) marked
+	"bodies",        // no input, multipart, raw bytes, text, form, two content types
+	"keyspec",       // keys the spec declares: x-idempotency-key uuid, maxLength/pattern, a required body key; own 409/422; fingerprint-headers
+	"methods",       // x-idempotent-defaults.methods: every POST marked, one opted out, a stream left unmarked
+	"names",         // valid specs oapi-codegen alone fails on: name collisions, a schema named "400", webhooks, ...
+	"fieldnames",    // properties whose names are one Go field name (isGlobal, is_global)
+	"otherjson",     // class 5: inline enums in application/hal+json (problem+json, ...) responses: declared under the name used
+	"enumconsts",    // class 5: enum constants named like a type, a server function or another enum's constant
+	"statuscodes",   // class 5: a schema and a response named "400" with inline array items (N400_Details_Item)
+	"dateenum",      // class 5: enums of format: date strings
+	"unicode",       // JSON with UTF-16 surrogate pair escapes (read by kin-openapi's loader: its YAML parser refuses them)
+	"jsontree",      // JSON decoded from idemgen's own node tree (jsondoc.go): refs, numbers, escapes, enums, defaults
+	"multifile",     // $refs to schemas and responses in other files
+	"ecmapattern",   // issue 17 class 1: ECMA-262 key and body patterns (a negative lookahead)
+	"bodykeys",      // class 2: the key a JSON or form body declares; a property that only suggests it
+	"convention",    // class 3: the added header named as the spec's other operations name theirs
+	"caseheader",    // class 4: one key header declared twice in different cases: the stricter wins
+	"contentref",    // class 6: a bundler's content: {$ref: ...} to a content map, resolved
+	"keyplaces",     // class 7: the key declared on a GET too, and as a header and a query parameter
+	"chirouter",     // routers.yaml with -router chi (served by gen/internal/e2e, as are the five below)
+	"echorouter",    // routers.yaml with -router echo
+	"ginrouter",     // routers.yaml with -router gin
+	"chiexternal",   // routers.yaml with -base=external beside oapi-codegen's own chi strict server
+	"echoexternal",  // the same for echo
+	"ginexternal",   // the same for gin
+	"redisstore",    // store: redis beside PostgreSQL operations (idem/idemredis compiles it: not a dependency of this module)
+	"redisonly",     // store: redis as the document default, every POST marked
+	"unionbody",     // inline oneOf/anyOf request bodies (oapi-codegen issue 2498): moved into components, their JSON kept
+	"unionmembers",  // inline union members oapi-codegen names alike (Foo.bar's and FooBar's FooBar0): moved into components
+	"unionlists",    // a oneOf listing one $ref twice (methods declared twice), an inline member oapi-codegen cannot type
+	"degraded",      // schemas oapi-codegen cannot type: a 3.1 multi-type scalar (json.RawMessage, warned), null in an integer enum
+	"degradedops",   // the same outside components/schemas: parameters (string), bodies, responses, headers
+	"deepref",       // a $ref into another operation's parameters (#/paths/.../parameters/1): inlined
+	"deepschemaref", // schema $refs into another schema's properties or items, or an operation's body: moved into components
+	"binarybodies",  // a body in several binary media types: one Body field (oapi-codegen declares one per type)
+	"gonames",       // path parameters named like generated variables (w, err, url), CJK names, properties named like members
+	"enumvalues",    // enum values a constant of the Go type cannot hold (2.5 in an integer enum), repeats beside x-enum-varnames
+	"extensions",    // oapi-codegen extensions in shapes it cannot use (go-swagger's x-go-type object, an x-go-name that is no identifier)
+	"textnames",     // names oapi-codegen refuses to copy into Go: a quoted property name, a format, a discriminator key with a backslash
+	"textbody",      // text/plain request bodies of an object, a number, a date-time: typed as string
+	"responsetypes", // inline types of components/responses: declared under the names the strict server uses
+	"client",        // client.yaml with -client: oapi-codegen's client and IdempotentClient beside the server
+	"clientonly",    // client.yaml with -client -server=false: models and client only
+	"overlay",       // an unmarked openapi.yaml marked by overlay.yaml (Options.Overlays)
 }
 
 // goldenOverlays are the cases generated with overlays: the files of their directory.
@@ -403,6 +412,34 @@ func TestErrors(t *testing.T) {
 		{"streaming.yaml", `testdata/errors/streaming.yaml:7:7: x-idempotent: POST /completions answers with a stream (text/event-stream): a stream cannot be recorded and replayed; leave the operation unmarked, or drop the streaming response`},
 		{"path-template.yaml", `testdata/errors/path-template.yaml:4:3: path /things/{thing_id}: POST /things/{thing_id} does not declare the template parameter "thing_id" (a parameter with in: path)` + "\n" +
 			`testdata/errors/path-template.yaml:15:17: parameter "site_id" (in: path) of POST /invoices/{invoice_id}/pay is not in the path template`},
+		// Parameters and responses OpenAPI does not allow (oapi-codegen would panic on an
+		// unknown in, refuse a parameter without a schema, or bind one of two), each where
+		// it is declared, components included.
+		{"parameters.yaml", strings.Join([]string{
+			`testdata/errors/parameters.yaml:7:10: parameter "tenant" (in: header) of path /orders is declared twice in one list (first at 6:10): a parameter is unique by name and in`,
+			`testdata/errors/parameters.yaml:11:18: parameter "q" (in: query) has neither a schema nor a content map: OpenAPI requires one of them`,
+			`testdata/errors/parameters.yaml:12:28: parameter "body": in: body is not a parameter location (want path, query, header or cookie; a Swagger 2.0 body or formData parameter is a requestBody in OpenAPI 3)`,
+			`testdata/errors/parameters.yaml:15:11: parameter "filter" (in: query): content must hold exactly one media type`,
+			`testdata/errors/parameters.yaml:19:17: parameter "page" (in: query) of POST /orders is declared twice in one list (first at 18:17): a parameter is unique by name and in`,
+			`testdata/errors/parameters.yaml:22:9: response "2xx" of POST /orders: a response key is a status code (201), a range in upper case (2XX) or default`,
+			`testdata/errors/parameters.yaml:23:9: response "200 OK" of POST /orders: a response key is a status code (201), a range in upper case (2XX) or default`,
+			`testdata/errors/parameters.yaml:27:20: parameter "orphan" (in: query) has neither a schema nor a content map: OpenAPI requires one of them`,
+		}, "\n")},
+		// A path or a parameter name oapi-codegen refuses to copy into Go: each at its
+		// place, all at once (a schema with such a name is simplified instead: golden
+		// textnames).
+		{"unwritable.yaml", strings.Join([]string{
+			"testdata/errors/unwritable.yaml:7:3: oapi-codegen cannot write the path \"/notes/`raw`\" into Go (it holds a quote, a backtick or a control character), and the server routes by it; change the path",
+			`testdata/errors/unwritable.yaml:14:10: oapi-codegen cannot write the parameter name "x\"y" into Go (it holds a quote, a backtick or a control character), and the server needs it as written; rename the parameter`,
+			`testdata/errors/unwritable.yaml:23:11: oapi-codegen cannot write the parameter name "a\tb" into Go (it holds a quote, a backtick or a control character), and the server needs it as written; rename the parameter`,
+		}, "\n")},
+		// An invalid spec is reported as such before anything else: no warning about the
+		// schema idemgen would type loosely, no oapi-codegen message.
+		{"invalid-first.yaml", strings.Join([]string{
+			`testdata/errors/invalid-first.yaml:8:3: path /a/{id}: POST /a/{id} does not declare the template parameter "id" (a parameter with in: path)`,
+			`testdata/errors/invalid-first.yaml:21:30: $ref "#/components/schemas/Gone" does not resolve: nothing at that path in this document`,
+			`testdata/errors/invalid-first.yaml:24:20: operationId "makeA" of POST /b is also the operationId of POST /a/{id} (testdata/errors/invalid-first.yaml:10:20): operation ids are unique in a spec`,
+		}, "\n")},
 		// Every error of a marker at once: a field in error does not hide the checks of the
 		// others against each other and the operation; a check that needs the field in
 		// error (retention against a lease that is not a duration) is left out.
@@ -426,9 +463,17 @@ func TestErrors(t *testing.T) {
 		}, "\n")},
 	} {
 		t.Run(c.file, func(t *testing.T) {
-			_, err := gen.Generate(gen.Options{Spec: "testdata/errors/" + c.file, Package: "x"})
+			var warnings []string
+			_, err := gen.Generate(gen.Options{Spec: "testdata/errors/" + c.file, Package: "x", Warnf: func(format string, args ...any) {
+				warnings = append(warnings, fmt.Sprintf(format, args...))
+			}})
 			if err == nil {
 				t.Fatal("no error")
+			}
+			for _, w := range warnings {
+				if strings.Contains(w, "oapi-codegen") {
+					t.Errorf("a spec with errors got a warning of the base: %s", w)
+				}
 			}
 			if got := err.Error(); got != c.want {
 				t.Errorf("got  %s\nwant %s", got, c.want)

@@ -64,6 +64,7 @@ type Output struct {
 	// Degraded are the schemas oapi-codegen cannot type that the base types loosely
 	// (json.RawMessage) instead of failing: each a warning for the user.
 	Degraded []Degradation
+	doc      *openapi3.T // the document rewritten for the base, to locate Format's failures in
 }
 
 // baseConfig is the oapi-codegen configuration of the base: models, the router's server
@@ -91,18 +92,21 @@ func baseConfig(pkg, router string, client, clientOnly bool) codegen.Configurati
 }
 
 // Generate rewrites doc for the base (prepareBase) and runs oapi-codegen on it, once.
-// A panic inside oapi-codegen becomes an error.
+// Its error is Failures, each at the place of the document it is about: every
+// component and operation oapi-codegen cannot generate, even with the schemas it cannot
+// type typed loosely (b.Degraded), at once; a panic inside oapi-codegen is one at the
+// document's root.
 func Generate(doc *openapi3.T, m *model.Model, opts Target, internalize bool) (b Output, err error) {
 	codegenMu.Lock()
 	defer codegenMu.Unlock()
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("oapi-codegen failed on this spec (panic: %v)", r)
+			err = Failures{{Keys: RootKeys, Msg: fmt.Sprintf("oapi-codegen failed on this spec (panic: %v); please report it", r)}}
 		}
 	}()
 	cfg := baseConfig(opts.Package, opts.Router, opts.Client, opts.ClientOnly)
 	if err := initCodegen(cfg, doc); err != nil {
-		return b, err
+		return b, Failures{{Keys: RootKeys, Msg: err.Error()}}
 	}
 	if internalize {
 		// oapi-codegen maps a $ref to another file to another Go package (import
@@ -111,6 +115,7 @@ func Generate(doc *openapi3.T, m *model.Model, opts Target, internalize bool) (b
 		doc.InternalizeRefs(context.Background(), nil)
 	}
 	external := opts.External
+	b.doc = doc
 	b.Ops, b.Degraded, err = prepareBase(doc, m, external, opts.Router, opts.Client)
 	if err != nil {
 		return b, err
@@ -118,7 +123,7 @@ func Generate(doc *openapi3.T, m *model.Model, opts Target, internalize bool) (b
 	if !external { // the package has the base already: only its names are needed
 		code, err := codegen.Generate(doc, cfg)
 		if err != nil {
-			return b, fmt.Errorf("oapi-codegen: %w", err)
+			return b, locateGenerateError(doc, err)
 		}
 		ranCodegen(cfg)
 		b.constraints, b.code = stripHeader(code)
@@ -137,7 +142,7 @@ func Format(b *Output, opts Target) ([]byte, error) {
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, BaseFile, readOnly(code), parser.ParseComments|parser.SkipObjectResolution)
 	if err != nil {
-		return nil, fmt.Errorf("oapi-codegen produced Go that does not parse: %v", err)
+		return nil, Failures{{Keys: RootKeys, Msg: fmt.Sprintf("oapi-codegen produced Go that does not parse: %v (please report it)", err)}}
 	}
 	dups := redeclared(f)
 	if len(dups) > 0 {
@@ -145,7 +150,15 @@ func Format(b *Output, opts Target) ([]byte, error) {
 		dups = redeclared(f)
 	}
 	if len(dups) > 0 {
-		return nil, fmt.Errorf("the generated code would declare %s more than once; rename the schema or operation with x-go-name (and report it: idemgen should have)", strings.Join(dups, ", "))
+		var fails Failures
+		for _, d := range dups {
+			keys := goNamePlace(b.doc, d)
+			if keys == nil {
+				keys = RootKeys
+			}
+			fails = append(fails, Failure{Keys: keys, Msg: fmt.Sprintf("the generated code would declare %s more than once; rename the schema or operation with x-go-name (and report it: idemgen should have)", d)})
+		}
+		return nil, fails
 	}
 	dropDuplicateFields(fset, f)
 	dropUnusedImports(fset, f)

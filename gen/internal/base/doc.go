@@ -15,7 +15,9 @@
 // It imports spec, marker and model (the pipeline's one-way rule: gen/ARCHITECTURE.md).
 //
 // Files, from the bottom up: router.go (the routers oapi-codegen serves), codegenstate.go
-// (oapi-codegen's package state), names.go (every Go name the base declares, collisions
-// resolved), methodbodies.go, rewrite.go (the document rewritten for the base), base.go
-// (Generate, Format), external.go (-base=external).
+// (oapi-codegen's package state), components.go (the components oapi-codegen types),
+// degrade.go (what oapi-codegen cannot type, typed loosely), failures.go (what it still
+// cannot generate, located; its operations), names.go (every Go name the base declares,
+// collisions resolved), methodbodies.go, rewrite.go (the document rewritten for the base),
+// base.go (Generate, Format), external.go (-base=external).
 package base

@@ -1,7 +1,7 @@
 package base
 
 import (
-	"fmt"
+	"go/token"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/idemgen/idemgen/gen/internal/spec"
@@ -28,14 +28,14 @@ import (
 // under the first operation's name in path order. A document without an inline JSON body
 // that could have them is not touched and costs no oapi-codegen call. oapi-codegen's
 // package state must hold this run's configuration (see initCodegen).
-func componentMethodBodies(doc *openapi3.T) error {
+func componentMethodBodies(doc *openapi3.T) ([]Degradation, error) {
 	if !hasMethodBodyCandidate(doc) {
-		return nil
+		return nil, nil
 	}
 	codegen.SetGlobalStateSpec(doc)
-	defs, err := codegen.OperationDefinitions(doc)
+	defs, degraded, err := operationDefinitions(doc)
 	if err != nil {
-		return fmt.Errorf("oapi-codegen: %w", err)
+		return degraded, err
 	}
 	if doc.Components == nil {
 		doc.Components = &openapi3.Components{}
@@ -72,7 +72,7 @@ func componentMethodBodies(doc *openapi3.T) error {
 			mt.Schema = &openapi3.SchemaRef{Ref: "#/components/schemas/" + key, Value: mt.Schema.Value}
 		}
 	}
-	return nil
+	return degraded, nil
 }
 
 // hasMethodBodyCandidate reports an operation whose JSON request body's schema is inline
@@ -102,4 +102,53 @@ func isMethodBodyCandidate(r *openapi3.SchemaRef) bool {
 	s := r.Value
 	ap := s.AdditionalProperties
 	return len(s.OneOf)+len(s.AnyOf)+len(s.AllOf) > 0 || ap.Schema != nil || (ap.Has != nil && *ap.Has)
+}
+
+// componentResponseBodies moves into components/schemas, with a $ref in its place, the
+// inline schema of a components/responses entry's JSON content whose Go type has JSON
+// methods (a oneOf/anyOf union, an object with additionalProperties beside its
+// properties). oapi-codegen's strict server declares a response component as its own
+// type, written after the schema under the name "<Response>JSONResponseBody"
+// (NotFoundJSONResponseBody), which it never declares: only the operations' types are
+// declared, and a response component's type is declared by the models under the
+// component's name. Behind a $ref, both refer to the one component. It runs for a base
+// with a strict server only (client-only, oapi-codegen's client names the component's own
+// type). oapi-codegen's package state must hold this run's configuration.
+func componentResponseBodies(doc *openapi3.T) {
+	if doc.Components == nil {
+		return
+	}
+	var taken map[string]bool
+	for _, name := range spec.SortedKeys(doc.Components.Responses) {
+		r := doc.Components.Responses[name]
+		if r == nil || r.Ref != "" || r.Value == nil {
+			continue
+		}
+		for _, ct := range spec.SortedKeys(r.Value.Content) {
+			mt := r.Value.Content[ct]
+			if mt == nil || !spec.IsJSON(ct) || !isMethodBodyCandidate(mt.Schema) {
+				continue
+			}
+			gs, err := codegen.GenerateGoSchema(mt.Schema, []string{name})
+			if err != nil || gs.RefType != "" || len(gs.UnionElements) == 0 && !gs.HasAdditionalProperties {
+				continue
+			}
+			if taken == nil {
+				taken = map[string]bool{}
+				for n := range doc.Components.Schemas {
+					taken[n] = true
+				}
+				if doc.Components.Schemas == nil {
+					doc.Components.Schemas = openapi3.Schemas{}
+				}
+			}
+			key := codegen.SchemaNameToTypeName(name) + "ResponseBody"
+			if taken[key] || !token.IsIdentifier(key) {
+				key = freeName(validName(key), taken)
+			}
+			taken[key] = true
+			doc.Components.Schemas[key] = &openapi3.SchemaRef{Value: mt.Schema.Value}
+			mt.Schema = &openapi3.SchemaRef{Ref: "#/components/schemas/" + key, Value: mt.Schema.Value}
+		}
+	}
 }

@@ -159,6 +159,7 @@ func keepFieldNames(doc *openapi3.T, comps []*component) {
 func collectSites(doc *openapi3.T, comps []*component, router string, client bool) ([]*site, []codegen.OperationDefinition, []Degradation, error) {
 	var sites []*site
 	var degraded []Degradation
+	var fails Failures
 	otherJSON := otherJSONResponseSchemas(doc)
 	for _, c := range comps {
 		tds, err := c.typeDefinitions()
@@ -166,7 +167,7 @@ func collectSites(doc *openapi3.T, comps []*component, router string, client boo
 			if err == nil {
 				break
 			}
-			d, ok := degrade(c, err)
+			d, ok := degrade(c)
 			if !ok {
 				break
 			}
@@ -174,7 +175,8 @@ func collectSites(doc *openapi3.T, comps []*component, router string, client boo
 			tds, err = c.typeDefinitions()
 		}
 		if err != nil {
-			return nil, nil, degraded, fmt.Errorf("oapi-codegen: components/%s/%s: %w", c.section, c.name, err)
+			fails = append(fails, componentFailure(c, err))
+			continue
 		}
 		for i, td := range tds {
 			s := &site{name: td.TypeName, td: td, rank: rankInline, inline: inlineRenamable(td)}
@@ -194,9 +196,13 @@ func collectSites(doc *openapi3.T, comps []*component, router string, client boo
 			sites = append(sites, s)
 		}
 	}
-	defs, err := codegen.OperationDefinitions(doc)
-	if err != nil {
-		return nil, nil, degraded, fmt.Errorf("oapi-codegen: %w", err)
+	defs, opDegraded, err := operationDefinitions(doc)
+	degraded = append(degraded, opDegraded...)
+	if l, ok := err.(Failures); ok {
+		fails = append(fails, l...)
+	}
+	if len(fails) > 0 {
+		return nil, nil, degraded, fails
 	}
 	for _, op := range defs {
 		if op.IsAlias {
@@ -230,11 +236,14 @@ func collectSites(doc *openapi3.T, comps []*component, router string, client boo
 }
 
 // pinOtherJSON gives an inline type of a response in a JSON media type other than
-// application/json (otherJSON) its name as x-go-type-name: oapi-codegen declares such a
-// type by the name the type definitions give it, after the media type
-// (CreateOrder201ApplicationHalPlusJSONResponseBodyStatus), but refers to it by another,
-// after the response's name tag (CreateOrder201HALJSONResponseBodyStatus), so that the
-// type is used but never declared; with x-go-type-name both are the one name. A schema
+// application/json, or of a components/responses entry in any JSON media type
+// (otherJSON), its name as x-go-type-name: oapi-codegen declares such a type by the name
+// the type definitions give it, after the media type
+// (CreateOrder201ApplicationHalPlusJSONResponseBodyStatus; a response component's after
+// the component, MadeState), but refers to it by another, after the response's name tag
+// (CreateOrder201HALJSONResponseBodyStatus; MadeJSONResponseBodyState in the strict
+// server's own type for the component), so that the type is used but never declared;
+// with x-go-type-name both are the one name. A schema
 // reached again (a components/responses entry, and each operation that refers to it)
 // keeps the name the first site gave it (Format drops the second, identical
 // declaration oapi-codegen then writes).
@@ -249,9 +258,10 @@ func pinOtherJSON(s *site, otherJSON map[*openapi3.Schema]bool) {
 	rename(s, s.name)
 }
 
-// otherJSONResponseSchemas returns the inline schemas (not behind a $ref) of the responses
-// (the operations' and components/responses) in a JSON media type other than
-// application/json (application/hal+json, application/problem+json, ...).
+// otherJSONResponseSchemas returns the inline schemas (not behind a $ref) of the
+// operations' responses in a JSON media type other than application/json
+// (application/hal+json, application/problem+json, ...), and of the components/responses
+// entries in every JSON media type.
 func otherJSONResponseSchemas(doc *openapi3.T) map[*openapi3.Schema]bool {
 	out := map[*openapi3.Schema]bool{}
 	var walk func(r *openapi3.SchemaRef)
@@ -272,25 +282,25 @@ func otherJSONResponseSchemas(doc *openapi3.T) map[*openapi3.Schema]bool {
 		walk(s.Items)
 		walk(s.AdditionalProperties.Schema)
 	}
-	response := func(r *openapi3.ResponseRef) {
+	response := func(r *openapi3.ResponseRef, component bool) {
 		if r == nil || r.Value == nil {
 			return
 		}
 		for ct, mt := range r.Value.Content {
-			if mt != nil && spec.IsJSON(ct) && spec.MediaType(ct) != "application/json" {
+			if mt != nil && spec.IsJSON(ct) && (component || spec.MediaType(ct) != "application/json") {
 				walk(mt.Schema)
 			}
 		}
 	}
 	if doc.Components != nil {
 		for _, r := range doc.Components.Responses {
-			response(r)
+			response(r, true)
 		}
 	}
 	spec.ForEachOperation(doc, func(_ *openapi3.PathItem, op *openapi3.Operation) {
 		if op.Responses != nil {
 			for _, r := range op.Responses.Map() {
-				response(r)
+				response(r, false)
 			}
 		}
 	})
@@ -353,8 +363,11 @@ func resolveCollisions(sites []*site, taken map[string]bool) {
 		g := groups[name]
 		sort.SliceStable(g, func(i, j int) bool { return g[i].keep() < g[j].keep() })
 		valid := token.IsIdentifier(name) && !token.IsKeyword(name)
+		var renamed map[*openapi3.Schema]string // an inline schema reached by several sites: one name
 		for i, s := range g {
 			switch {
+			case !valid && s.inline != nil && renamed[s.inline] != "":
+				s.name = renamed[s.inline]
 			case !valid && s.renamable():
 				to := validName(name)
 				if taken[to] {
@@ -362,6 +375,12 @@ func resolveCollisions(sites []*site, taken map[string]bool) {
 				}
 				taken[to] = true
 				rename(s, to)
+				if s.inline != nil {
+					if renamed == nil {
+						renamed = map[*openapi3.Schema]string{}
+					}
+					renamed[s.inline] = to
+				}
 			case i == 0:
 			case s.renamable() && !equivalentDuplicate(g[0], s):
 				rename(s, freeName(name, taken))
@@ -626,77 +645,6 @@ func prefixConflicting(enums []*enum) {
 			}
 		}
 	}
-}
-
-// component is a named entry of components/* that oapi-codegen turns into a Go type.
-type component struct {
-	section, name string
-	goName        string
-	ref           any             // the *SchemaRef, *ParameterRef, ... of the entry
-	ext           *map[string]any // where to put x-go-name; nil when it cannot be renamed
-	renamed       bool
-}
-
-func (c *component) setGoName(n string) {
-	if *c.ext == nil {
-		*c.ext = map[string]any{}
-	}
-	(*c.ext)["x-go-name"] = n
-	c.goName, c.renamed = n, true
-}
-
-// typeDefinitions runs oapi-codegen's type collection on this one component.
-func (c *component) typeDefinitions() ([]codegen.TypeDefinition, error) {
-	switch r := c.ref.(type) {
-	case *openapi3.SchemaRef:
-		return codegen.GenerateTypesForSchemas(nil, map[string]*openapi3.SchemaRef{c.name: r}, nil)
-	case *openapi3.ParameterRef:
-		return codegen.GenerateTypesForParameters(nil, map[string]*openapi3.ParameterRef{c.name: r})
-	case *openapi3.ResponseRef:
-		return codegen.GenerateTypesForResponses(nil, openapi3.ResponseBodies{c.name: r})
-	case *openapi3.RequestBodyRef:
-		return codegen.GenerateTypesForRequestBodies(nil, map[string]*openapi3.RequestBodyRef{c.name: r})
-	}
-	return nil, nil
-}
-
-func components(doc *openapi3.T) []*component {
-	if doc.Components == nil {
-		return nil
-	}
-	var out []*component
-	add := func(section, name, ref string, v any, ext *map[string]any) {
-		c := &component{section: section, name: name, ref: v, goName: codegen.SchemaNameToTypeName(name)}
-		if ref == "" {
-			c.ext = ext
-			if n, ok := (*ext)["x-go-name"].(string); ok && n != "" {
-				c.goName = n
-			}
-		}
-		out = append(out, c)
-	}
-	cs := doc.Components
-	for _, n := range spec.SortedKeys(cs.Schemas) {
-		if r := cs.Schemas[n]; r != nil && r.Value != nil {
-			add("schemas", n, r.Ref, r, &r.Value.Extensions)
-		}
-	}
-	for _, n := range spec.SortedKeys(cs.Parameters) {
-		if r := cs.Parameters[n]; r != nil && r.Value != nil {
-			add("parameters", n, r.Ref, r, &r.Value.Extensions)
-		}
-	}
-	for _, n := range spec.SortedKeys(cs.Responses) {
-		if r := cs.Responses[n]; r != nil && r.Value != nil {
-			add("responses", n, r.Ref, r, &r.Value.Extensions)
-		}
-	}
-	for _, n := range spec.SortedKeys(cs.RequestBodies) {
-		if r := cs.RequestBodies[n]; r != nil && r.Value != nil {
-			add("requestBodies", n, r.Ref, r, &r.Value.Extensions)
-		}
-	}
-	return out
 }
 
 // clientNames are declared by oapi-codegen's client templates (client.tmpl,

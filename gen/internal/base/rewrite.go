@@ -1,8 +1,9 @@
 package base
 
 import (
+	"fmt"
+	"net/url"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -22,6 +23,14 @@ import (
 // client are reserved too.
 func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, client bool) ([]codegen.OperationDefinition, []Degradation, error) {
 	doc.Webhooks = nil // OpenAPI 3.1 webhooks are requests the service sends, not serves
+	if fails := unwritableNames(doc); len(fails) > 0 {
+		return nil, nil, fails
+	}
+	degraded := parameterExtensions(doc)
+	componentDeepSchemaRefs(doc)
+	if !external {
+		degraded = append(degraded, textBodies(doc)...)
+	}
 	for _, o := range m.Ops {
 		if o.Key.Header != "" && !external {
 			keyHeader(doc, o)
@@ -31,7 +40,9 @@ func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, 
 	spec.ForEachOperation(doc, func(item *openapi3.PathItem, op *openapi3.Operation) {
 		inlineDeepRefs(item, op)
 		op.Callbacks = nil // requests the service sends, like webhooks
-		uniqueParamNames(spec.OperationParams(item, op))
+		params := spec.OperationParams(item, op)
+		uniqueParamNames(params)
+		pathParamNames(params)
 		if op.Responses != nil {
 			for code, r := range op.Responses.Map() {
 				bodylessResponse(code, r)
@@ -44,18 +55,50 @@ func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, 
 		}
 	}
 	if !external {
-		if err := componentMethodBodies(doc); err != nil {
-			return nil, nil, err
+		more, err := componentMethodBodies(doc)
+		degraded = append(degraded, more...)
+		if err != nil {
+			return nil, degraded, err
+		}
+		if router != "" { // a strict server
+			componentResponseBodies(doc)
 		}
 	}
-	spec.ForEachSchema(doc, func(s *openapi3.Schema) {
+	spec.WalkSchemas(doc, func(keys []string, r *openapi3.SchemaRef, first bool) {
+		if len(r.Extensions) > 0 { // beside a $ref
+			degraded = append(degraded, unusableExtensions(r.Extensions, keys)...)
+		}
+		if !first {
+			return
+		}
+		s := r.Value
+		if len(s.Extensions) > 0 {
+			degraded = append(degraded, unusableExtensions(s.Extensions, keys)...)
+		}
+		for name, p := range s.Properties { // before their names are made unique
+			if p == nil {
+				continue
+			}
+			at := append(slices.Clip(keys), "properties", name)
+			degraded = append(degraded, unusableExtensions(p.Extensions, at)...)
+			if p.Ref == "" && p.Value != nil {
+				degraded = append(degraded, unusableExtensions(p.Value.Extensions, at)...)
+			}
+		}
 		normalizeAllOf(s)
 		dropUnmappedDiscriminator(s)
 		uniqueFieldNames(s)
 		enumOfStrings(s)
 		enumWithoutNull(s)
+		for _, d := range []*Degradation{unwritableSchema(s), enumValues(s), uniqueUnionMembers(s)} {
+			if d != nil {
+				d.Keys = slices.Clone(keys)
+				degraded = append(degraded, *d)
+			}
+		}
 	})
-	return resolveNames(doc, router, client)
+	ops, more, err := resolveNames(doc, router, client)
+	return ops, append(degraded, more...), err
 }
 
 // keyHeader makes the key header of o an optional string header of the operation in the
@@ -74,92 +117,6 @@ func keyHeader(doc *openapi3.T, o *model.Operation) {
 	})
 	p := openapi3.NewHeaderParameter(o.Key.Header).WithSchema(openapi3.NewStringSchema()).WithDescription(desc)
 	op.Parameters = append(op.Parameters, &openapi3.ParameterRef{Value: p})
-}
-
-// uniqueOperationIDs gives operations whose ids differ only in case or punctuation
-// ("createPet", "CreatePet", "create_pet": all CreatePet in Go) distinct Go names: the one
-// spelled like its Go name, else the first by id, keeps it; the others get createPet2,
-// create_pet3 (the stored operation name, Policy.Operation, stays the spec's id).
-func uniqueOperationIDs(doc *openapi3.T) {
-	groups := map[string][]*openapi3.Operation{}
-	spec.ForEachOperation(doc, func(_ *openapi3.PathItem, op *openapi3.Operation) {
-		if op.OperationID != "" {
-			g := codegen.SchemaNameToTypeName(op.OperationID)
-			groups[g] = append(groups[g], op)
-		}
-	})
-	taken := map[string]bool{}
-	for g := range groups {
-		taken[g] = true
-	}
-	for _, g := range spec.SortedKeys(groups) {
-		ops := groups[g]
-		if len(ops) < 2 {
-			continue
-		}
-		sort.SliceStable(ops, func(i, j int) bool {
-			if (ops[i].OperationID == g) != (ops[j].OperationID == g) {
-				return ops[i].OperationID == g
-			}
-			return ops[i].OperationID < ops[j].OperationID
-		})
-		for _, op := range ops[1:] {
-			for n := 2; ; n++ {
-				id := op.OperationID + strconv.Itoa(n)
-				if name := codegen.SchemaNameToTypeName(id); !taken[name] {
-					taken[name], op.OperationID = true, id
-					break
-				}
-			}
-		}
-	}
-}
-
-// uniqueParamNames gives the query, header and cookie parameters of one operation
-// distinct Go field names (x-go-name). "StartTime", "StartTime<" and "StartTime>" are all
-// StartTime to oapi-codegen: a name with comparison operators spells them
-// (StartTimeLt, StartTimeGt; "<=" is LtEq), whatever the order of declaration, and the
-// plain name keeps StartTime. Other collisions ("created_at", "createdAt") number all but
-// the first: CreatedAt2.
-func uniqueParamNames(params openapi3.Parameters) {
-	groups := map[string][]*openapi3.Parameter{}
-	var order []string
-	for _, p := range params {
-		v := p.Value
-		if v == nil || v.In == openapi3.ParameterInPath {
-			continue
-		}
-		g := paramGoName(v)
-		if len(groups[g]) == 0 {
-			order = append(order, g)
-		}
-		groups[g] = append(groups[g], v)
-	}
-	taken := map[string]bool{}
-	for _, g := range order {
-		taken[g] = true
-	}
-	for _, g := range order {
-		members := groups[g]
-		if len(members) < 2 {
-			continue
-		}
-		// Plain names first, in declaration order: the first keeps g.
-		sort.SliceStable(members, func(i, j int) bool {
-			return operatorSuffix(members[i].Name) == "" && operatorSuffix(members[j].Name) != ""
-		})
-		for _, v := range members[1:] {
-			alt := g + operatorSuffix(v.Name)
-			if alt == g || taken[alt] {
-				alt = freeName(g, taken)
-			}
-			taken[alt] = true
-			if v.Extensions == nil {
-				v.Extensions = map[string]any{}
-			}
-			v.Extensions["x-go-name"] = alt
-		}
-	}
 }
 
 // enumOfStrings drops the format of a string enum whose format oapi-codegen maps to a Go
@@ -222,87 +179,6 @@ func enumWithoutNull(s *openapi3.Schema) {
 	}
 	s.Enum = slices.DeleteFunc(s.Enum, func(v any) bool { return v == nil })
 	s.Nullable = true
-}
-
-// uniqueFieldNames gives the properties of one object schema distinct Go field names
-// (x-go-name next to the property): "isGlobal" and "is_global" are both IsGlobal to
-// oapi-codegen. A property whose x-go-name the spec sets keeps its name, then the first in
-// oapi-codegen's field order (x-order, then name); the others get IsGlobal2, IsGlobal3.
-func uniqueFieldNames(s *openapi3.Schema) {
-	if len(s.Properties) < 2 {
-		return
-	}
-	groups := map[string][]string{}
-	for _, name := range codegen.SortedSchemaKeys(s.Properties) {
-		if s.Properties[name] == nil {
-			return // oapi-codegen refuses the schema before naming its fields
-		}
-		g := fieldGoName(name, s.Properties[name])
-		groups[g] = append(groups[g], name)
-	}
-	if len(groups) == len(s.Properties) {
-		return
-	}
-	taken := map[string]bool{}
-	for g := range groups {
-		taken[g] = true
-	}
-	for _, g := range spec.SortedKeys(groups) {
-		members := groups[g]
-		if len(members) < 2 {
-			continue
-		}
-		sort.SliceStable(members, func(i, j int) bool {
-			return hasGoName(s.Properties[members[i]]) && !hasGoName(s.Properties[members[j]])
-		})
-		for _, name := range members[1:] {
-			p := s.Properties[name]
-			if p.Extensions == nil {
-				p.Extensions = map[string]any{}
-			}
-			p.Extensions["x-go-name"] = freeName(g, taken)
-		}
-	}
-}
-
-// fieldGoName is the Go field name oapi-codegen gives the property name: its x-go-name
-// (next to a $ref, else the schema's own), else its name, made a Go name.
-func fieldGoName(name string, p *openapi3.SchemaRef) string {
-	if n, ok := p.Extensions["x-go-name"].(string); ok && n != "" {
-		return codegen.SchemaNameToTypeName(n)
-	}
-	if p.Value != nil {
-		if n, ok := p.Value.Extensions["x-go-name"].(string); ok && n != "" {
-			return codegen.SchemaNameToTypeName(n)
-		}
-	}
-	return codegen.SchemaNameToTypeName(name)
-}
-
-func hasGoName(p *openapi3.SchemaRef) bool {
-	_, own := p.Extensions["x-go-name"]
-	return own || p.Value != nil && p.Value.Extensions["x-go-name"] != nil
-}
-
-// paramGoName is the Go field name oapi-codegen gives a parameter.
-func paramGoName(v *openapi3.Parameter) string {
-	name := v.Name
-	if n, ok := v.Extensions["x-go-name"].(string); ok && n != "" {
-		name = n
-	}
-	return codegen.SchemaNameToTypeName(name)
-}
-
-var operatorWords = map[rune]string{'<': "Lt", '>': "Gt", '=': "Eq", '!': "Not"}
-
-// operatorSuffix spells the comparison operators of a parameter name: "StartTime<=" →
-// "LtEq"; "" when it has none.
-func operatorSuffix(name string) string {
-	var b strings.Builder
-	for _, r := range name {
-		b.WriteString(operatorWords[r])
-	}
-	return b.String()
 }
 
 // bodylessResponse fixes response content that oapi-codegen would declare as an interface
@@ -407,4 +283,138 @@ func dropUnmappedDiscriminator(s *openapi3.Schema) {
 			return
 		}
 	}
+}
+
+// textBodies gives a text/plain request body whose schema is not a string a string schema
+// in the base, and reports each: oapi-codegen's strict server converts the body's bytes to
+// the body's Go type (MakeNoteTextRequestBody(data)), which does not compile for an
+// object, a number, a list, a date-time. The body is text on the wire; requests are still
+// validated against the spec as written.
+func textBodies(doc *openapi3.T) []Degradation {
+	var out []Degradation
+	body := func(b *openapi3.RequestBodyRef, at ...string) {
+		if b == nil || b.Ref != "" || b.Value == nil {
+			return
+		}
+		mt := b.Value.Content["text/plain"]
+		if mt == nil || mt.Schema == nil || mt.Schema.Value == nil || mt.Schema.Value.Extensions["x-go-type"] != nil {
+			return
+		}
+		plain := *mt.Schema.Value
+		gs, err := codegen.GenerateGoSchema(&openapi3.SchemaRef{Value: &plain}, []string{"Text"})
+		if err == nil && (gs.GoType == "string" || gs.GoType == "[]byte") {
+			return
+		}
+		mt.Schema = &openapi3.SchemaRef{Value: openapi3.NewStringSchema()}
+		out = append(out, Degradation{Keys: append(at, "content", "text/plain", "schema"),
+			Why: "oapi-codegen's strict server converts a text/plain body's bytes to its Go type, which this schema's is not",
+			Did: "types the body as string (validation still reads it as the spec says)"})
+	}
+	if doc.Components != nil {
+		for _, n := range spec.SortedKeys(doc.Components.RequestBodies) {
+			body(doc.Components.RequestBodies[n], "components", "requestBodies", n)
+		}
+	}
+	spec.ForEachOperationAt(doc, func(path, method string, _ *openapi3.PathItem, op *openapi3.Operation) {
+		body(op.RequestBody, "paths", path, method, "requestBody")
+	})
+	return out
+}
+
+// componentDeepSchemaRefs moves the target of every schema $ref that is not a
+// components/schemas entry ("#/components/schemas/Order/properties/status", a bundler's
+// "#/paths/~1orders/post/requestBody/content/application~1json/schema") into
+// components/schemas, under a name made of the pointer's names (OrderStatus), and points
+// the $ref at it: oapi-codegen follows only #/components/schemas/<name> ("unexpected
+// reference depth: 6"). The target stays where it is too (typed there as before); every
+// $ref to it shares the one component, which a $ref inside it may name (a recursive
+// schema).
+func componentDeepSchemaRefs(doc *openapi3.T) {
+	var moved map[string]string // pointer → component
+	spec.WalkSchemas(doc, func(_ []string, r *openapi3.SchemaRef, _ bool) {
+		if !deepSchemaRef(r.Ref) || r.Value == nil {
+			return
+		}
+		if moved == nil {
+			moved = map[string]string{}
+		}
+		name, ok := moved[r.Ref]
+		if !ok {
+			name = deepRefName(doc, r.Ref)
+			moved[r.Ref] = name
+			if doc.Components.Schemas == nil {
+				doc.Components.Schemas = openapi3.Schemas{}
+			}
+			doc.Components.Schemas[name] = &openapi3.SchemaRef{Value: r.Value}
+		}
+		r.Ref = "#/components/schemas/" + name
+	})
+}
+
+// structural are the keys of a JSON pointer into a document that name no schema.
+var structural = setOf("components", "schemas", "parameters", "requestBodies", "responses", "headers",
+	"properties", "items", "additionalProperties", "allOf", "oneOf", "anyOf", "paths", "requestBody",
+	"content", "schema")
+
+// deepSchemaRef reports a local $ref that is not "#/components/schemas/<name>".
+func deepSchemaRef(ref string) bool {
+	if !strings.HasPrefix(ref, "#/") {
+		return false
+	}
+	parts := strings.Split(ref[2:], "/")
+	return len(parts) != 3 || parts[0] != "components" || parts[1] != "schemas"
+}
+
+// deepRefName is a free components/schemas key for the target of ref, made of its
+// pointer's names without the structural ones (components, schemas, properties, items,
+// paths, requestBody, content and its media type, ...): OrderStatus, NotesPostTag.
+func deepRefName(doc *openapi3.T, ref string) string {
+	var words []string
+	prev := ""
+	for _, tok := range strings.Split(ref[2:], "/") {
+		tok, _ = url.PathUnescape(spec.UnescapePointer(tok))
+		if !structural[tok] && prev != "content" {
+			words = append(words, tok)
+		}
+		prev = tok
+	}
+	base := goName(strings.Join(words, " "))
+	if doc.Components == nil {
+		doc.Components = &openapi3.Components{}
+	}
+	name := base
+	for i := 2; doc.Components.Schemas[name] != nil; i++ {
+		name = base + strconv.Itoa(i)
+	}
+	return name
+}
+
+// uniqueUnionMembers drops from a oneOf or anyOf a $ref member listed before (the same
+// $ref), and reports it: oapi-codegen declares a union's AsA, FromA and MergeA methods per
+// member, twice for it ("method Thing.AsA already declared"). The union's JSON is the
+// same.
+func uniqueUnionMembers(s *openapi3.Schema) *Degradation {
+	var dropped []string
+	for _, members := range []*openapi3.SchemaRefs{&s.OneOf, &s.AnyOf} {
+		if len(*members) < 2 {
+			continue
+		}
+		seen := map[string]bool{}
+		*members = slices.DeleteFunc(*members, func(m *openapi3.SchemaRef) bool {
+			if m == nil || m.Ref == "" {
+				return false
+			}
+			if seen[m.Ref] {
+				dropped = append(dropped, m.Ref)
+				return true
+			}
+			seen[m.Ref] = true
+			return false
+		})
+	}
+	if dropped == nil {
+		return nil
+	}
+	return &Degradation{Why: fmt.Sprintf("the union lists %s more than once, and oapi-codegen declares a member's methods once per listing", strings.Join(dropped, ", ")),
+		Did: "lists each member once in the base (validation still reads the union as written)"}
 }

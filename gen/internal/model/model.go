@@ -41,6 +41,8 @@ func Check(s *spec.Spec, errs *spec.ErrorList) *Model {
 	src.CheckTree(errs)
 	src.CheckPathTemplates(errs)
 	src.CheckOperationIDs(errs)
+	src.CheckParameters(errs)
+	src.CheckResponseKeys(errs)
 	src.CheckContentRefs(errs)
 	src.CheckSpelling(errs)
 	defaults, markers := src.ReadMarkers(errs)

@@ -190,3 +190,125 @@ func (s *Source) locateLoadError(err error) *Error {
 	}
 	return &Error{Pos: s.Pos(found), Msg: msg}
 }
+
+// forEachOperationNode calls f for every operation of the paths whose path item is in the
+// file (a $ref'd path item is checked where it is), in file order: the path's key, the
+// path item, the method's key and the operation.
+func (s *Source) forEachOperationNode(f func(pathKey, item, methodKey, op *yaml.Node)) {
+	_, paths := s.Lookup("paths")
+	if paths == nil || paths.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(paths.Content); i += 2 {
+		pathKey, item := paths.Content[i], Deref(paths.Content[i+1])
+		if _, ref := Entry(item, "$ref"); ref != nil || item.Kind != yaml.MappingNode {
+			continue
+		}
+		for j := 0; j+1 < len(item.Content); j += 2 {
+			if HTTPMethods[strings.ToLower(item.Content[j].Value)] {
+				f(pathKey, item, item.Content[j], Deref(item.Content[j+1]))
+			}
+		}
+	}
+}
+
+// paramLocations are the values of a parameter's in.
+var paramLocations = map[string]bool{"path": true, "query": true, "header": true, "cookie": true}
+
+// CheckParameters reports the parameters the OpenAPI specification does not allow, each
+// where it is written: an in other than path, query, header and cookie (Swagger 2.0's
+// body and formData are request bodies in OpenAPI 3), a parameter with neither a schema
+// nor a content map, or a content map without exactly one media type, and a parameter
+// declared twice in one list (the same name and in). oapi-codegen would panic, refuse
+// the spec, or bind one of the two. Each is reported once, where it is declared
+// (components/parameters, a path item or an operation).
+func (s *Source) CheckParameters(errs *ErrorList) {
+	checked := map[*yaml.Node]bool{}
+	list := func(params *yaml.Node, where string) {
+		if params == nil || params.Kind != yaml.SequenceNode {
+			return
+		}
+		seen := map[[2]string]*yaml.Node{}
+		for _, p := range params.Content {
+			v := s.Resolve(p)
+			_, in := Entry(v, "in")
+			at, name := Entry(v, "name")
+			if in == nil || name == nil {
+				continue // kin-openapi's error: a parameter has both
+			}
+			if _, ref := Entry(p, "$ref"); ref != nil {
+				at = ref
+			}
+			if !checked[v] {
+				checked[v] = true
+				s.checkParameter(v, in, errs)
+			}
+			id := [2]string{in.Value, name.Value}
+			if first, dup := seen[id]; dup {
+				errs.Add(s.Pos(at), "parameter %q (in: %s) of %s is declared twice in one list (first at %d:%d): a parameter is unique by name and in", name.Value, in.Value, where, first.Line, first.Column)
+				continue
+			}
+			seen[id] = at
+		}
+	}
+	_, comps := s.Lookup("components", "parameters")
+	if comps != nil && comps.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(comps.Content); i += 2 {
+			if v := Deref(comps.Content[i+1]); !checked[v] {
+				if _, in := Entry(v, "in"); in != nil {
+					checked[v] = true
+					s.checkParameter(v, in, errs)
+				}
+			}
+		}
+	}
+	items := map[*yaml.Node]bool{}
+	s.forEachOperationNode(func(pathKey, item, methodKey, op *yaml.Node) {
+		if !items[item] {
+			items[item] = true
+			_, params := Entry(item, "parameters")
+			list(params, "path "+pathKey.Value)
+		}
+		_, params := Entry(op, "parameters")
+		list(params, strings.ToUpper(methodKey.Value)+" "+pathKey.Value)
+	})
+}
+
+// checkParameter reports p's in (the node in) when OpenAPI has no such location, and a
+// parameter without exactly one of a schema and a one-entry content map.
+func (s *Source) checkParameter(p, in *yaml.Node, errs *ErrorList) {
+	_, name := Entry(p, "name")
+	if !paramLocations[in.Value] {
+		errs.Add(s.Pos(in), "parameter %q: in: %s is not a parameter location (want path, query, header or cookie; a Swagger 2.0 body or formData parameter is a requestBody in OpenAPI 3)", name.Value, in.Value)
+		return
+	}
+	_, schema := Entry(p, "schema")
+	contentKey, content := Entry(p, "content")
+	switch {
+	case schema == nil && content == nil:
+		errs.Add(s.Pos(name), "parameter %q (in: %s) has neither a schema nor a content map: OpenAPI requires one of them", name.Value, in.Value)
+	case content != nil && (content.Kind != yaml.MappingNode || len(content.Content) != 2):
+		errs.Add(s.Pos(contentKey), "parameter %q (in: %s): content must hold exactly one media type", name.Value, in.Value)
+	}
+}
+
+// responseKey is what OpenAPI allows as a key of an operation's responses: a status code,
+// a range (2XX, in upper case) or default; x- extensions are not responses.
+var responseKey = regexp.MustCompile(`^(default|[1-5]XX|[1-5][0-9][0-9]|x-.*)$`)
+
+// CheckResponseKeys reports every key of an operation's responses that is neither a
+// status code, a range such as 2XX, nor default ("2xx", "200 OK"): the strict server
+// names a type after it and compares it with the status code.
+func (s *Source) CheckResponseKeys(errs *ErrorList) {
+	s.forEachOperationNode(func(pathKey, _, methodKey, op *yaml.Node) {
+		_, responses := Entry(op, "responses")
+		if responses == nil || responses.Kind != yaml.MappingNode {
+			return
+		}
+		for i := 0; i+1 < len(responses.Content); i += 2 {
+			if k := responses.Content[i]; !responseKey.MatchString(k.Value) {
+				errs.Add(s.Pos(k), "response %q of %s %s: a response key is a status code (201), a range in upper case (2XX) or default", k.Value, strings.ToUpper(methodKey.Value), pathKey.Value)
+			}
+		}
+	})
+}

@@ -261,15 +261,38 @@ func Deref(n *yaml.Node) *yaml.Node {
 }
 
 // Lookup follows keys from the root and returns the key and value nodes of the last one.
+// A key that is a number selects an item of a sequence ("parameters", "0"); the item is
+// its own key node.
 func (s *Source) Lookup(keys ...string) (k, v *yaml.Node) {
 	v = s.Root
 	for _, key := range keys {
+		if v.Kind == yaml.SequenceNode {
+			i, err := strconv.Atoi(key)
+			if err != nil || i < 0 || i >= len(v.Content) {
+				return nil, nil
+			}
+			k, v = v.Content[i], Deref(v.Content[i])
+			continue
+		}
 		k, v = Entry(v, key)
 		if v == nil {
 			return nil, nil
 		}
 	}
 	return k, v
+}
+
+// PosOf is the position of the deepest node the tree has along keys (as Lookup follows
+// them): the place itself, or the nearest one above it that the file writes (a schema
+// reached through a $ref, a place an overlay wrote); the file alone when not even the
+// first key is there.
+func (s *Source) PosOf(keys ...string) Pos {
+	for n := len(keys); n > 0; n-- {
+		if k, _ := s.Lookup(keys[:n]...); k != nil {
+			return s.Pos(k)
+		}
+	}
+	return Pos{File: s.file}
 }
 
 // resolvePointer resolves a local JSON pointer fragment ("#/components/schemas/Pet").

@@ -3,6 +3,7 @@ package spec
 import (
 	"mime"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -36,13 +37,20 @@ func SortedKeys[V any](m map[string]V) []string {
 
 // ForEachOperation calls f for every operation of the document's paths.
 func ForEachOperation(doc *openapi3.T, f func(item *openapi3.PathItem, op *openapi3.Operation)) {
+	ForEachOperationAt(doc, func(_, _ string, item *openapi3.PathItem, op *openapi3.Operation) { f(item, op) })
+}
+
+// ForEachOperationAt is ForEachOperation, giving f the operation's path and method (in
+// lower case, as the document's keys are written) too.
+func ForEachOperationAt(doc *openapi3.T, f func(path, method string, item *openapi3.PathItem, op *openapi3.Operation)) {
 	if doc.Paths == nil {
 		return
 	}
 	for _, path := range doc.Paths.InMatchingOrder() {
 		item := doc.Paths.Value(path)
-		for _, method := range SortedKeys(item.Operations()) {
-			f(item, item.Operations()[method])
+		ops := item.Operations()
+		for _, method := range SortedKeys(ops) {
+			f(path, strings.ToLower(method), item, ops[method])
 		}
 	}
 }
@@ -50,80 +58,115 @@ func ForEachOperation(doc *openapi3.T, f func(item *openapi3.PathItem, op *opena
 // ForEachSchema calls f once for every schema the document holds (components, parameters,
 // bodies, responses and headers of every operation, and every schema they contain).
 func ForEachSchema(doc *openapi3.T, f func(*openapi3.Schema)) {
+	WalkSchemas(doc, func(_ []string, r *openapi3.SchemaRef, first bool) {
+		if first {
+			f(r.Value)
+		}
+	})
+}
+
+// WalkSchemas is ForEachSchema, giving f every reference to a schema (a $ref's own
+// extensions are its), with the place of the schema: the mapping keys and sequence indexes
+// from the document's root to it, as Source.Lookup follows them (components, schemas,
+// Order, properties, amount). first is set at the first place the walk reaches the schema
+// (the components before the paths; a schema behind a $ref at its definition), where its
+// schemas are walked; a schema is first reached before the ones it holds. keys is the
+// walk's own stack: f copies it to keep it.
+func WalkSchemas(doc *openapi3.T, f func(keys []string, r *openapi3.SchemaRef, first bool)) {
 	seen := map[*openapi3.Schema]bool{}
-	var schema func(r *openapi3.SchemaRef)
-	schema = func(r *openapi3.SchemaRef) {
-		if r == nil || r.Value == nil || seen[r.Value] {
-			return
-		}
-		s := r.Value
-		seen[s] = true
-		f(s)
-		for _, list := range []openapi3.SchemaRefs{s.AllOf, s.OneOf, s.AnyOf, s.PrefixItems} {
-			for _, m := range list {
-				schema(m)
-			}
-		}
-		for _, n := range SortedKeys(s.Properties) {
-			schema(s.Properties[n])
-		}
-		schema(s.Items)
-		schema(s.Not)
-		schema(s.AdditionalProperties.Schema)
-	}
-	content := func(c openapi3.Content) {
-		for _, ct := range SortedKeys(c) {
-			if c[ct] != nil {
-				schema(c[ct].Schema)
-			}
-		}
-	}
-	param := func(p *openapi3.ParameterRef) {
-		if p != nil && p.Value != nil {
-			schema(p.Value.Schema)
-			content(p.Value.Content)
-		}
-	}
-	response := func(r *openapi3.ResponseRef) {
+	var keys []string
+	var schema func(r *openapi3.SchemaRef, at ...string)
+	schema = func(r *openapi3.SchemaRef, at ...string) {
 		if r == nil || r.Value == nil {
 			return
 		}
-		content(r.Value.Content)
+		n := len(keys)
+		keys = append(keys, at...)
+		defer func() { keys = keys[:n] }()
+		s := r.Value
+		if seen[s] || isComponentRef(doc, r.Ref) {
+			f(keys, r, false) // a component is walked at its definition
+			return
+		}
+		seen[s] = true
+		f(keys, r, true)
+		for _, l := range []struct {
+			name string
+			list openapi3.SchemaRefs
+		}{{"allOf", s.AllOf}, {"oneOf", s.OneOf}, {"anyOf", s.AnyOf}, {"prefixItems", s.PrefixItems}} {
+			for i, m := range l.list {
+				schema(m, l.name, strconv.Itoa(i))
+			}
+		}
+		for _, name := range SortedKeys(s.Properties) {
+			schema(s.Properties[name], "properties", name)
+		}
+		schema(s.Items, "items")
+		schema(s.Not, "not")
+		schema(s.AdditionalProperties.Schema, "additionalProperties")
+	}
+	content := func(c openapi3.Content, at ...string) {
+		for _, ct := range SortedKeys(c) {
+			if c[ct] != nil {
+				schema(c[ct].Schema, append(at, "content", ct, "schema")...)
+			}
+		}
+	}
+	param := func(p *openapi3.ParameterRef, at ...string) {
+		if p != nil && p.Value != nil {
+			schema(p.Value.Schema, append(at, "schema")...)
+			content(p.Value.Content, at...)
+		}
+	}
+	response := func(r *openapi3.ResponseRef, at ...string) {
+		if r == nil || r.Value == nil {
+			return
+		}
+		content(r.Value.Content, at...)
 		for _, h := range SortedKeys(r.Value.Headers) {
 			if hr := r.Value.Headers[h]; hr != nil && hr.Value != nil {
-				schema(hr.Value.Schema)
+				schema(hr.Value.Schema, append(at, "headers", h, "schema")...)
 			}
 		}
 	}
 	if c := doc.Components; c != nil {
 		for _, n := range SortedKeys(c.Schemas) {
-			schema(c.Schemas[n])
+			schema(c.Schemas[n], "components", "schemas", n)
 		}
 		for _, n := range SortedKeys(c.Parameters) {
-			param(c.Parameters[n])
+			param(c.Parameters[n], "components", "parameters", n)
 		}
 		for _, n := range SortedKeys(c.RequestBodies) {
 			if b := c.RequestBodies[n]; b != nil && b.Value != nil {
-				content(b.Value.Content)
+				content(b.Value.Content, "components", "requestBodies", n)
 			}
 		}
 		for _, n := range SortedKeys(c.Responses) {
-			response(c.Responses[n])
+			response(c.Responses[n], "components", "responses", n)
 		}
 	}
-	ForEachOperation(doc, func(item *openapi3.PathItem, op *openapi3.Operation) {
-		for _, p := range OperationParams(item, op) {
-			param(p)
+	ForEachOperationAt(doc, func(path, method string, item *openapi3.PathItem, op *openapi3.Operation) {
+		for i, p := range item.Parameters {
+			param(p, "paths", path, "parameters", strconv.Itoa(i))
+		}
+		for i, p := range op.Parameters {
+			param(p, "paths", path, method, "parameters", strconv.Itoa(i))
 		}
 		if op.RequestBody != nil && op.RequestBody.Value != nil {
-			content(op.RequestBody.Value.Content)
+			content(op.RequestBody.Value.Content, "paths", path, method, "requestBody")
 		}
 		if op.Responses != nil {
 			for _, code := range SortedKeys(op.Responses.Map()) {
-				response(op.Responses.Value(code))
+				response(op.Responses.Value(code), "paths", path, method, "responses", code)
 			}
 		}
 	})
+}
+
+// isComponentRef reports a $ref to an entry of doc's components/schemas.
+func isComponentRef(doc *openapi3.T, ref string) bool {
+	name, ok := strings.CutPrefix(ref, "#/components/schemas/")
+	return ok && doc.Components != nil && doc.Components.Schemas[name] != nil
 }
 
 // HTTPMethods are the keys of a path item that hold an operation (lower case).
