@@ -54,9 +54,10 @@ func unusableExtensions(ext map[string]any, at []string) []Degradation {
 	return out
 }
 
-// parameterExtensions applies unusableExtensions to every parameter the document declares
-// (components/parameters, the path items' and the operations'), once each.
-func parameterExtensions(doc *openapi3.T) []Degradation {
+// componentExtensions applies unusableExtensions to every parameter the document declares
+// (components/parameters, the path items' and the operations'), once each, and to the
+// components/responses and requestBodies entries (whose x-go-name names their type).
+func componentExtensions(doc *openapi3.T) []Degradation {
 	var out []Degradation
 	seen := map[*openapi3.Parameter]bool{}
 	check := func(p *openapi3.ParameterRef, at ...string) {
@@ -66,9 +67,19 @@ func parameterExtensions(doc *openapi3.T) []Degradation {
 		seen[p.Value] = true
 		out = append(out, unusableExtensions(p.Value.Extensions, at)...)
 	}
-	if doc.Components != nil {
-		for _, n := range spec.SortedKeys(doc.Components.Parameters) {
-			check(doc.Components.Parameters[n], "components", "parameters", n)
+	if c := doc.Components; c != nil {
+		for _, n := range spec.SortedKeys(c.Parameters) {
+			check(c.Parameters[n], "components", "parameters", n)
+		}
+		for _, n := range spec.SortedKeys(c.Responses) {
+			if r := c.Responses[n]; r != nil && r.Ref == "" && r.Value != nil {
+				out = append(out, unusableExtensions(r.Value.Extensions, []string{"components", "responses", n})...)
+			}
+		}
+		for _, n := range spec.SortedKeys(c.RequestBodies) {
+			if b := c.RequestBodies[n]; b != nil && b.Ref == "" && b.Value != nil {
+				out = append(out, unusableExtensions(b.Value.Extensions, []string{"components", "requestBodies", n})...)
+			}
 		}
 	}
 	spec.ForEachOperationAt(doc, func(path, method string, item *openapi3.PathItem, op *openapi3.Operation) {

@@ -121,6 +121,9 @@ func placeNamed(doc *openapi3.T, msg string) []string {
 		}
 		return rest[:j], true
 	}
+	if strings.Contains(msg, "the root security requirements") {
+		return []string{"security"}
+	}
 	if p, ok := quoted("path"); ok {
 		i := strings.LastIndex(msg, ` path "`)
 		if f := strings.Fields(msg[:i]); len(f) > 0 && spec.HTTPMethods[strings.ToLower(f[len(f)-1])] {

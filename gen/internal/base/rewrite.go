@@ -26,7 +26,7 @@ func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, 
 	if fails := unwritableNames(doc); len(fails) > 0 {
 		return nil, nil, fails
 	}
-	degraded := parameterExtensions(doc)
+	degraded := componentExtensions(doc)
 	componentDeepSchemaRefs(doc)
 	if !external {
 		degraded = append(degraded, textBodies(doc)...)
@@ -86,14 +86,13 @@ func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, 
 			}
 		}
 		normalizeAllOf(s)
-		dropUnmappedDiscriminator(s)
+		undiscriminated := dropUnmappedDiscriminator(s)
 		uniqueFieldNames(s)
-		enumOfStrings(s)
-		enumWithoutNull(s)
-		for _, d := range []*Degradation{unwritableSchema(s), enumValues(s), uniqueUnionMembers(s)} {
+		for _, d := range []*Degradation{undiscriminated, enumOfStrings(s), enumWithoutNull(s), unwritableSchema(s), enumValues(s), uniqueUnionMembers(s)} {
 			if d != nil {
+				d := *d
 				d.Keys = slices.Clone(keys)
-				degraded = append(degraded, *d)
+				degraded = append(degraded, d)
 			}
 		}
 	})
@@ -124,14 +123,17 @@ func keyHeader(doc *openapi3.T, o *model.Operation) {
 // uuid openapi_types.UUID, ...): it cannot declare the enum's constants in such a type
 // ("2023-09-01" is no Date constant) and refuses the spec. The enum becomes a string type
 // with its constants; the JSON is the same string.
-func enumOfStrings(s *openapi3.Schema) {
+func enumOfStrings(s *openapi3.Schema) *Degradation {
 	if len(s.Enum) == 0 || s.Format == "" || !s.Type.Is(openapi3.TypeString) || s.Extensions["x-go-type"] != nil {
-		return
+		return nil
 	}
 	gs, err := codegen.GenerateGoSchema(&openapi3.SchemaRef{Value: s}, []string{"Enum"})
-	if err == nil && gs.GoType != "string" {
-		s.Format = ""
+	if err != nil || gs.GoType == "string" {
+		return nil
 	}
+	s.Format = ""
+	return &Degradation{Why: fmt.Sprintf("oapi-codegen cannot declare the enum's values as constants of %s (format: %s)", gs.GoType, gs.OAPISchema.Format),
+		Did: "types the enum as a string type with its constants (the JSON is the same)"}
 }
 
 // inlineDeepRefs replaces, in an operation and its path item, a $ref to a parameter,
@@ -173,12 +175,14 @@ func inlineDeepRefs(item *openapi3.PathItem, op *openapi3.Operation) {
 // constant per value and refuses null in an integer or number type ("is not a number or
 // boolean literal"). The schema is nullable instead: the field is a pointer, nil for null;
 // the requests are still validated against the enum as written.
-func enumWithoutNull(s *openapi3.Schema) {
+func enumWithoutNull(s *openapi3.Schema) *Degradation {
 	if len(s.Enum) == 0 || s.Type.Is(openapi3.TypeString) || !slices.Contains(s.Enum, nil) {
-		return
+		return nil
 	}
 	s.Enum = slices.DeleteFunc(s.Enum, func(v any) bool { return v == nil })
 	s.Nullable = true
+	return &Degradation{Why: "oapi-codegen cannot declare null as a constant of the enum's Go type",
+		Did: "leaves null out of its constants and makes the field a pointer, nil for null (validation still reads the enum as written)"}
 }
 
 // bodylessResponse fixes response content that oapi-codegen would declare as an interface
@@ -251,10 +255,10 @@ func clearMergeFlags(s *openapi3.Schema) {
 // dropUnmappedDiscriminator removes a discriminator oapi-codegen cannot map to every member
 // of its oneOf/anyOf (inline members, members sharing a name): the union is then generated
 // without its discriminator accessors. The JSON it reads and writes is the same.
-func dropUnmappedDiscriminator(s *openapi3.Schema) {
+func dropUnmappedDiscriminator(s *openapi3.Schema) *Degradation {
 	d := s.Discriminator
 	if d == nil {
-		return
+		return nil
 	}
 	for _, members := range []openapi3.SchemaRefs{s.OneOf, s.AnyOf} {
 		keys := map[string]bool{}
@@ -266,7 +270,7 @@ func dropUnmappedDiscriminator(s *openapi3.Schema) {
 			n++
 			if m.Ref == "" && len(d.Mapping) > 0 {
 				s.Discriminator = nil
-				return
+				return unmappedDiscriminator
 			}
 			mapped := false
 			for k, v := range d.Mapping {
@@ -280,10 +284,15 @@ func dropUnmappedDiscriminator(s *openapi3.Schema) {
 		}
 		if len(keys) < n {
 			s.Discriminator = nil
-			return
+			return unmappedDiscriminator
 		}
 	}
+	return nil
 }
+
+// unmappedDiscriminator is dropUnmappedDiscriminator's report.
+var unmappedDiscriminator = &Degradation{Why: "oapi-codegen cannot map the discriminator to every member of the union (an inline member, members sharing a name)",
+	Did: "generates the union without its discriminator accessors (its JSON is the same)"}
 
 // textBodies gives a text/plain request body whose schema is not a string a string schema
 // in the base, and reports each: oapi-codegen's strict server converts the body's bytes to

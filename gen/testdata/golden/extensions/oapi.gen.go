@@ -21,6 +21,7 @@ import (
 type Capture struct {
 	Amount *Money  `json:"amount,omitempty"`
 	Kind   *string `json:"kind,omitempty"`
+	Label  *string `json:"label,omitempty"`
 	Note   *string `json:"note,omitempty"`
 	Ref    *string `json:"ref,omitempty"`
 	Tags   *struct {
@@ -32,6 +33,11 @@ type Capture struct {
 type Money struct {
 	Amount   *string `json:"amount,omitempty"`
 	Currency *string `json:"currency,omitempty"`
+}
+
+// Declined defines model for Declined.
+type Declined struct {
+	Reason *string `json:"reason,omitempty"`
 }
 
 // CapturePaymentParams defines parameters for CapturePayment.
@@ -234,6 +240,10 @@ func HandlerWithOptions(si ServerInterface, options StdHTTPServerOptions) http.H
 	return m
 }
 
+type DeclinedJSONResponse struct {
+	Reason *string `json:"reason,omitempty"`
+}
+
 type CapturePaymentRequestObject struct {
 	PaymentId string `json:"payment_id"`
 	Params    CapturePaymentParams
@@ -254,6 +264,20 @@ func (response CapturePayment201JSONResponse) VisitCapturePaymentResponse(w http
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(201)
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+type CapturePayment402JSONResponse struct{ DeclinedJSONResponse }
+
+func (response CapturePayment402JSONResponse) VisitCapturePaymentResponse(w http.ResponseWriter) error {
+
+	var buf bytes.Buffer
+	if err := json.NewEncoder(&buf).Encode(response); err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(402)
 	_, err := buf.WriteTo(w)
 	return err
 }

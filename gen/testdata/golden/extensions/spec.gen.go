@@ -54,6 +54,7 @@ paths:
           application/json:
             schema: {$ref: '#/components/schemas/Capture'}
       responses:
+        "402": {$ref: '#/components/responses/Declined'}
         "201":
           description: captured
           content:
@@ -83,5 +84,15 @@ components:
           x-go-type-name: tag set
         ref: {type: string, x-go-type-import: example.com/refs}
         kind: {type: string, x-go-type: "not a type!"}
+        label:
+          type: string
+          x-oapi-codegen-extra-tags: {"validate rule": required}
+  responses:
+    Declined:
+      description: declined
+      x-go-name: 402
+      content:
+        application/json:
+          schema: {type: object, properties: {reason: {type: string}}}
 `,
 }

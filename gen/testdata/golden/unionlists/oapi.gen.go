@@ -35,9 +35,45 @@ type Card struct {
 	Number *string `json:"number,omitempty"`
 }
 
+// Channel defines model for Channel.
+type Channel struct {
+	union json.RawMessage
+}
+
+// Channel0 defines model for Channel.0.
+type Channel0 struct {
+	Url *string `json:"url,omitempty"`
+	Via *string `json:"via,omitempty"`
+}
+
+// Channel1 defines model for Channel.1.
+type Channel1 struct {
+	Email *string `json:"email,omitempty"`
+	Via   *string `json:"via,omitempty"`
+}
+
+// Method defines model for Method.
+type Method struct {
+	union json.RawMessage
+}
+
+// Method0 defines model for Method.0.
+type Method0 struct {
+	Card *string `json:"card,omitempty"`
+	Kind *string `json:"kind,omitempty"`
+}
+
+// Method1 defines model for Method.1.
+type Method1 struct {
+	Iban *string `json:"iban,omitempty"`
+	Kind *string `json:"kind,omitempty"`
+}
+
 // Payment defines model for Payment.
 type Payment struct {
-	union json.RawMessage
+	Channel *Channel `json:"channel,omitempty"`
+	Method  *Method  `json:"method,omitempty"`
+	union   json.RawMessage
 }
 
 // CreatePaymentParams defines parameters for CreatePayment.
@@ -111,6 +147,130 @@ func (t *Amount) UnmarshalJSON(b []byte) error {
 	return err
 }
 
+// AsChannel0 returns the union data inside the Channel as a Channel0
+func (t Channel) AsChannel0() (Channel0, error) {
+	var body Channel0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromChannel0 overwrites any union data inside the Channel as the provided Channel0
+func (t *Channel) FromChannel0(v Channel0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeChannel0 performs a merge with any union data inside the Channel, using the provided Channel0
+func (t *Channel) MergeChannel0(v Channel0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsChannel1 returns the union data inside the Channel as a Channel1
+func (t Channel) AsChannel1() (Channel1, error) {
+	var body Channel1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromChannel1 overwrites any union data inside the Channel as the provided Channel1
+func (t *Channel) FromChannel1(v Channel1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeChannel1 performs a merge with any union data inside the Channel, using the provided Channel1
+func (t *Channel) MergeChannel1(v Channel1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t Channel) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *Channel) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsMethod0 returns the union data inside the Method as a Method0
+func (t Method) AsMethod0() (Method0, error) {
+	var body Method0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromMethod0 overwrites any union data inside the Method as the provided Method0
+func (t *Method) FromMethod0(v Method0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeMethod0 performs a merge with any union data inside the Method, using the provided Method0
+func (t *Method) MergeMethod0(v Method0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsMethod1 returns the union data inside the Method as a Method1
+func (t Method) AsMethod1() (Method1, error) {
+	var body Method1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromMethod1 overwrites any union data inside the Method as the provided Method1
+func (t *Method) FromMethod1(v Method1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeMethod1 performs a merge with any union data inside the Method, using the provided Method1
+func (t *Method) MergeMethod1(v Method1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t Method) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *Method) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
 // AsCard returns the union data inside the Payment as a Card
 func (t Payment) AsCard() (Card, error) {
 	var body Card
@@ -165,11 +325,59 @@ func (t *Payment) MergeBank(v Bank) error {
 
 func (t Payment) MarshalJSON() ([]byte, error) {
 	b, err := t.union.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	object := make(map[string]json.RawMessage)
+	if t.union != nil {
+		err = json.Unmarshal(b, &object)
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	if t.Channel != nil {
+		object["channel"], err = json.Marshal(t.Channel)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'channel': %w", err)
+		}
+	}
+
+	if t.Method != nil {
+		object["method"], err = json.Marshal(t.Method)
+		if err != nil {
+			return nil, fmt.Errorf("error marshaling 'method': %w", err)
+		}
+	}
+	b, err = json.Marshal(object)
 	return b, err
 }
 
 func (t *Payment) UnmarshalJSON(b []byte) error {
 	err := t.union.UnmarshalJSON(b)
+	if err != nil {
+		return err
+	}
+	object := make(map[string]json.RawMessage)
+	err = json.Unmarshal(b, &object)
+	if err != nil {
+		return err
+	}
+
+	if raw, found := object["channel"]; found {
+		err = json.Unmarshal(raw, &t.Channel)
+		if err != nil {
+			return fmt.Errorf("error reading 'channel': %w", err)
+		}
+	}
+
+	if raw, found := object["method"]; found {
+		err = json.Unmarshal(raw, &t.Method)
+		if err != nil {
+			return fmt.Errorf("error reading 'method': %w", err)
+		}
+	}
+
 	return err
 }
 

@@ -34,7 +34,10 @@ info:
 # A oneOf that lists one $ref twice: oapi-codegen v2.8.2 declares AsCard, FromCard and
 # MergeCard once per listing ("method Payment.AsCard already declared"); idemgen lists it
 # once. An inline member oapi-codegen cannot type (a 3.1 type array of two scalars) is
-# typed loosely on its own (json.RawMessage), not the whole union.
+# typed loosely on its own (json.RawMessage), not the whole union. A discriminator whose
+# mapping sits beside inline members ("ambiguous discriminator.mapping: please replace
+# inlined object with $ref"), or whose inline members all map to one name
+# ("discriminator: not all schemas were mapped"), is dropped: the union keeps its JSON.
 paths:
   /payments:
     post:
@@ -53,10 +56,26 @@ paths:
 components:
   schemas:
     Payment:
+      type: object
+      properties:
+        method: {$ref: '#/components/schemas/Method'}
+        channel: {$ref: '#/components/schemas/Channel'}
       oneOf:
         - $ref: '#/components/schemas/Card'
         - $ref: '#/components/schemas/Card'
         - $ref: '#/components/schemas/Bank'
+    Method:
+      oneOf:
+        - {type: object, properties: {kind: {type: string}, card: {type: string}}}
+        - {type: object, properties: {kind: {type: string}, iban: {type: string}}}
+      discriminator:
+        propertyName: kind
+        mapping: {card: '#/components/schemas/Card'}
+    Channel:
+      oneOf:
+        - {type: object, properties: {via: {type: string}, url: {type: string}}}
+        - {type: object, properties: {via: {type: string}, email: {type: string}}}
+      discriminator: {propertyName: via}
     Amount:
       anyOf:
         - $ref: '#/components/schemas/Bank'
