@@ -1,6 +1,7 @@
 package gen_test
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -125,44 +126,37 @@ func TestInsertMarkers(t *testing.T) {
 	}
 }
 
-// refPathItemsSpec has an operation of its own, one whose path item is a $ref to
-// components/pathItems (in the file), and one whose path item is in another file.
-const refPathItemsSpec = `openapi: 3.0.3
-info: {title: t, version: 1.0.0}
-paths:
-  /orders:
-    post:
-      operationId: createOrder
-      responses: {"201": {description: created}}
-  /refunds:
-    $ref: '#/components/pathItems/Refunds'
-  /payouts:
-    $ref: 'payouts.yaml#/Payouts'
-components:
-  pathItems:
-    Refunds:
-      post:
-        operationId: createRefund
-        responses: {"201": {description: created}}
-`
+// refPathItems is a spec with an operation of its own, one whose path item is a $ref to
+// components/pathItems (in the file), and one whose path item is in another file
+// (payouts.yaml beside it).
+const refPathItems = "testdata/refpathitems/"
 
-const refPathItemsOther = `Payouts:
-  get:
-    operationId: listPayouts
-    responses: {"200": {description: ok}}
-  post:
-    operationId: createPayout
-    responses: {"201": {description: created}}
-`
+// copyRefPathItems copies the refPathItems spec and its payouts.yaml into a temporary
+// directory, the spec with extra appended, and returns the spec's path and its text.
+func copyRefPathItems(t *testing.T, extra string) (path, text string) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range []string{"openapi.yaml", "payouts.yaml"} {
+		data, err := os.ReadFile(refPathItems + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "openapi.yaml" {
+			text = string(data) + extra
+			data = []byte(text)
+		}
+		writeFile(t, dir, name, string(data))
+	}
+	return filepath.Join(dir, "openapi.yaml"), text
+}
 
 // Annotate lists the operations of a path item that is a $ref: one in the file is a
 // candidate marked where it is written, by the overlay as by InsertMarkers, and the
 // result generates; one in another file is a candidate that cannot be marked, located at
 // the $ref, and InsertMarkers refuses it there.
 func TestAnnotateRefPathItems(t *testing.T) {
-	dir := t.TempDir()
-	p := writeFile(t, dir, "openapi.yaml", refPathItemsSpec)
-	writeFile(t, dir, "payouts.yaml", refPathItemsOther)
+	p, spec := copyRefPathItems(t, "")
+	dir := filepath.Dir(p)
 	anns, _, err := gen.Annotate(p, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +192,7 @@ func TestAnnotateRefPathItems(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := strings.Replace(refPathItemsSpec, "        operationId: createRefund\n", "        x-idempotent: true\n        operationId: createRefund\n", 1)
+	want := strings.Replace(spec, "        operationId: createRefund\n", "        x-idempotent: true\n        operationId: createRefund\n", 1)
 	if string(text) != want {
 		t.Errorf("InsertMarkers wrote:\n%s", text)
 	}
@@ -221,9 +215,7 @@ func TestAnnotateRefPathItems(t *testing.T) {
 // x-idempotent-defaults.methods cannot mark the POST of a path item in another file: it is
 // left unmarked with a warning of its own, not silently.
 func TestDefaultsSkipRefPathItemElsewhere(t *testing.T) {
-	dir := t.TempDir()
-	p := writeFile(t, dir, "openapi.yaml", refPathItemsSpec+"x-idempotent-defaults: {methods: [post]}\n")
-	writeFile(t, dir, "payouts.yaml", refPathItemsOther)
+	p, _ := copyRefPathItems(t, "x-idempotent-defaults: {methods: [post]}\n")
 	ps, warnings, err := gen.Policies(p)
 	if err != nil {
 		t.Fatal(err)

@@ -170,36 +170,28 @@ func TestAnnotateWarningsByOperation(t *testing.T) {
 	}
 }
 
+// refPathItems is a spec with path items that are $refs, within it and to payouts.yaml
+// beside it.
+const refPathItems = "../../../../gen/testdata/refpathitems/"
+
 // annotate lists the operations of path items that are $refs; -w marks one in the file
 // where it is written and -overlay-out targets it there, and one in another file is
 // refused, located at its $ref.
 func TestAnnotateRefPathItems(t *testing.T) {
 	dir := t.TempDir()
 	spec := filepath.Join(dir, "openapi.yaml")
-	for name, text := range map[string]string{
-		"openapi.yaml": `openapi: 3.0.3
-info: {title: t, version: 1.0.0}
-paths:
-  /refunds:
-    $ref: '#/components/pathItems/Refunds'
-  /payouts:
-    $ref: 'payouts.yaml#/Payouts'
-components:
-  pathItems:
-    Refunds:
-      post:
-        operationId: createRefund
-        responses: {"201": {description: created}}
-`,
-		"payouts.yaml": "Payouts:\n  post:\n    operationId: createPayout\n    responses: {\"201\": {description: created}}\n",
-	} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+	for _, name := range []string{"openapi.yaml", "payouts.yaml"} { // -w writes into the spec
+		data, err := os.ReadFile(refPathItems + name)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, name), data, 0o644)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
 	code, out, stderr := run("annotate", spec)
-	if code != ExitOK || !strings.Contains(out, "2 operations, 0 marked, 1 candidate") ||
-		!strings.Contains(out, "cannot be marked: its path item is in another file (payouts.yaml#/Payouts, the $ref at "+spec+":7:11)") {
+	if code != ExitOK || !strings.Contains(out, "4 operations, 0 marked, 2 candidates") ||
+		!strings.Contains(out, "cannot be marked: its path item is in another file (payouts.yaml#/Payouts, the $ref at "+spec+":11:11)") {
 		t.Fatalf("annotate: exit %d: %s\n%s", code, out, stderr)
 	}
 	ov := filepath.Join(dir, "candidates.yaml")
@@ -209,7 +201,7 @@ components:
 	if code, out, stderr := run("policies", "-overlay", ov, spec); code != ExitOK || !strings.Contains(out, "createRefund") {
 		t.Errorf("policies with the candidates' overlay: exit %d:\n%s%s", code, out, stderr)
 	}
-	if code, _, stderr := run("annotate", "-w", "-only", "createPayout", spec); code != ExitFail || !strings.Contains(stderr, "the $ref at "+spec+":7:11") {
+	if code, _, stderr := run("annotate", "-w", "-only", "createPayout", spec); code != ExitFail || !strings.Contains(stderr, "the $ref at "+spec+":11:11") {
 		t.Errorf("-w -only createPayout: exit %d: %s", code, stderr)
 	}
 	if code, _, stderr := run("annotate", "-w", spec); code != ExitOK {
