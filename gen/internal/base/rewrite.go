@@ -79,10 +79,11 @@ func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, 
 			if p == nil {
 				continue
 			}
-			at := append(slices.Clip(keys), "properties", name)
-			degraded = append(degraded, unusableExtensions(p.Extensions, at)...)
-			if p.Ref == "" && p.Value != nil {
-				degraded = append(degraded, unusableExtensions(p.Value.Extensions, at)...)
+			if len(p.Extensions) > 0 {
+				degraded = append(degraded, unusableExtensions(p.Extensions, append(slices.Clip(keys), "properties", name))...)
+			}
+			if p.Ref == "" && p.Value != nil && len(p.Value.Extensions) > 0 {
+				degraded = append(degraded, unusableExtensions(p.Value.Extensions, append(slices.Clip(keys), "properties", name))...)
 			}
 		}
 		normalizeAllOf(s)

@@ -5,12 +5,14 @@
 // content $refs resolved first, contentref.go), after applying the OpenAPI Overlay
 // documents given (overlay.go: what an overlay wrote is located in the overlay file), and
 // runs the checks of the document itself: the OpenAPI version, duplicate keys, local $refs, path templates against their
-// path parameters, content $refs.
+// path parameters, operation ids, parameters (declared twice, an unknown in, no schema nor
+// content) and response keys, content $refs.
 //
 // Its errors are the ones every later step reports: Pos, Error and ErrorList (FILE:LINE:COL
 // messages, all of a run at once; gen re-exports them). It also holds the walks of the
-// document the later steps share (ForEachOperation, ForEachSchema, OperationParams,
-// IsJSON, SortedKeys).
+// document the later steps share (ForEachOperation, ForEachSchema, WalkSchemas with the
+// places, OperationParams, IsJSON, SortedKeys), and Source.PosOf, the position of a place
+// given by its keys.
 //
 // The pipeline is spec → marker → model → base → render → genfs, with gen on top: each
 // package imports only the ones before it (gen/ARCHITECTURE.md). spec imports none of
