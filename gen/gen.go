@@ -178,7 +178,7 @@ func generate(opts Options) ([]File, error) {
 	if err != nil {
 		return nil, atRoot(s.Src, err)
 	}
-	b, err := base.Generate(s.Doc, m, t, s.Src.ExternalRefs())
+	b, err := base.Generate(s.Doc, m, t, base.Refs{External: s.Src.ExternalRefs(), Deep: s.Src.DeepRefs()})
 	warnDegraded(s.Src, b.Degraded, opts)
 	if err != nil {
 		return nil, locateFailures(s.Src, err)

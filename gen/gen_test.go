@@ -495,6 +495,16 @@ func TestLoadErrorLocated(t *testing.T) {
 	}
 }
 
+// TestLoadErrorAtPointer: a kin-openapi load error that names a JSON pointer is located
+// there.
+func TestLoadErrorAtPointer(t *testing.T) {
+	_, err := gen.Generate(gen.Options{Spec: "testdata/errors/load-pointer.yaml", Package: "x"})
+	want := "testdata/errors/load-pointer.yaml:16:45: failed to unmarshal data: "
+	if err == nil || !strings.HasPrefix(err.Error(), want) || gen.Errors(err) == nil {
+		t.Fatalf("err = %v\nwant prefix %s", err, want)
+	}
+}
+
 // TestExternalBaseMissing: -base=external into a directory without oapi-codegen's output
 // fails and says what is missing.
 func TestExternalBaseMissing(t *testing.T) {

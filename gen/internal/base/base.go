@@ -91,12 +91,19 @@ func baseConfig(pkg, router string, client, clientOnly bool) codegen.Configurati
 	}
 }
 
+// Refs are the kinds of $ref the spec's file has (spec.Source.ExternalRefs, DeepRefs): the
+// rewrites they need run only then.
+type Refs struct {
+	External bool // to another file: its schemas move into the document's components
+	Deep     bool // a local one to no components/<kind>/<name> entry
+}
+
 // Generate rewrites doc for the base (prepareBase) and runs oapi-codegen on it, once.
 // Its error is Failures, each at the place of the document it is about: every
 // component and operation oapi-codegen cannot generate, even with the schemas it cannot
 // type typed loosely (b.Degraded), at once; a panic inside oapi-codegen is one at the
 // document's root.
-func Generate(doc *openapi3.T, m *model.Model, opts Target, internalize bool) (b Output, err error) {
+func Generate(doc *openapi3.T, m *model.Model, opts Target, refs Refs) (b Output, err error) {
 	codegenMu.Lock()
 	defer codegenMu.Unlock()
 	defer func() {
@@ -108,7 +115,7 @@ func Generate(doc *openapi3.T, m *model.Model, opts Target, internalize bool) (b
 	if err := initCodegen(cfg, doc); err != nil {
 		return b, Failures{{Keys: RootKeys, Msg: err.Error()}}
 	}
-	if internalize {
+	if refs.External {
 		// oapi-codegen maps a $ref to another file to another Go package (import
 		// mapping); idemgen writes one package, so the other files' schemas move into
 		// this document's components first.
@@ -116,7 +123,7 @@ func Generate(doc *openapi3.T, m *model.Model, opts Target, internalize bool) (b
 	}
 	external := opts.External
 	b.doc = doc
-	b.Ops, b.Degraded, err = prepareBase(doc, m, external, opts.Router, opts.Client)
+	b.Ops, b.Degraded, err = prepareBase(doc, m, external, opts.Router, opts.Client, refs.Deep)
 	if err != nil {
 		return b, err
 	}

@@ -59,18 +59,10 @@ func unusableExtensions(ext map[string]any, at []string) []Degradation {
 // components/responses and requestBodies entries (whose x-go-name names their type).
 func componentExtensions(doc *openapi3.T) []Degradation {
 	var out []Degradation
-	seen := map[*openapi3.Parameter]bool{}
-	check := func(p *openapi3.ParameterRef, at ...string) {
-		if p == nil || p.Value == nil || seen[p.Value] {
-			return
-		}
-		seen[p.Value] = true
-		out = append(out, unusableExtensions(p.Value.Extensions, at)...)
-	}
+	spec.ForEachParameter(doc, func(at []string, p *openapi3.Parameter) {
+		out = append(out, unusableExtensions(p.Extensions, at)...)
+	})
 	if c := doc.Components; c != nil {
-		for _, n := range spec.SortedKeys(c.Parameters) {
-			check(c.Parameters[n], "components", "parameters", n)
-		}
 		for _, n := range spec.SortedKeys(c.Responses) {
 			if r := c.Responses[n]; r != nil && r.Ref == "" && r.Value != nil {
 				out = append(out, unusableExtensions(r.Value.Extensions, []string{"components", "responses", n})...)
@@ -82,14 +74,6 @@ func componentExtensions(doc *openapi3.T) []Degradation {
 			}
 		}
 	}
-	spec.ForEachOperationAt(doc, func(path, method string, item *openapi3.PathItem, op *openapi3.Operation) {
-		for i, p := range item.Parameters {
-			check(p, "paths", path, "parameters", fmt.Sprint(i))
-		}
-		for i, p := range op.Parameters {
-			check(p, "paths", path, method, "parameters", fmt.Sprint(i))
-		}
-	})
 	return out
 }
 

@@ -253,6 +253,14 @@ func uniqueFieldNames(s *openapi3.Schema) {
 		return
 	}
 	members := memberNames(s)
+	if len(s.Properties) == 1 && members == nil {
+		for name, p := range s.Properties {
+			if p != nil && fieldGoName(name, p) == "" {
+				setGoNameExt(&p.Extensions, wordless(name))
+			}
+		}
+		return
+	}
 	groups := map[string][]string{}
 	for _, name := range codegen.SortedSchemaKeys(s.Properties) {
 		p := s.Properties[name]
@@ -300,15 +308,22 @@ func uniqueFieldNames(s *openapi3.Schema) {
 // MarshalJSON and UnmarshalJSON; one with oneOf/anyOf beside them has MarshalJSON,
 // UnmarshalJSON, Discriminator and ValueByDiscriminator.
 func memberNames(s *openapi3.Schema) []string {
-	var out []string
-	if codegen.SchemaHasAdditionalProperties(s) {
-		out = append(out, "AdditionalProperties", "Get", "Set", "MarshalJSON", "UnmarshalJSON")
+	maps, unions := codegen.SchemaHasAdditionalProperties(s), len(s.OneOf)+len(s.AnyOf) > 0
+	switch {
+	case maps && unions:
+		return slices.Concat(mapMembers, unionMembers)
+	case maps:
+		return mapMembers
+	case unions:
+		return unionMembers
 	}
-	if len(s.OneOf)+len(s.AnyOf) > 0 {
-		out = append(out, "MarshalJSON", "UnmarshalJSON", "Discriminator", "ValueByDiscriminator")
-	}
-	return out
+	return nil
 }
+
+var (
+	mapMembers   = []string{"AdditionalProperties", "Get", "Set", "MarshalJSON", "UnmarshalJSON"}
+	unionMembers = []string{"MarshalJSON", "UnmarshalJSON", "Discriminator", "ValueByDiscriminator"}
+)
 
 // anyKey reports whether m has one of keys.
 func anyKey[V any](m map[string]V, keys []string) bool {

@@ -18,16 +18,19 @@ import (
 // The spec file is never changed, and the markers were read before. With an external
 // base the key headers stay as the spec declares them: the package's own oapi-codegen
 // output has them so. router is the base's server, whose names no schema may take ("" for
-// an external base whose server is not known yet). It returns the operations as
+// an external base whose server is not known yet); deepRefs says the spec has a $ref to
+// no components/<kind>/<name> entry. It returns the operations as
 // oapi-codegen defines them (see resolveNames). With client, the names of oapi-codegen's
 // client are reserved too.
-func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, client bool) ([]codegen.OperationDefinition, []Degradation, error) {
+func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, client, deepRefs bool) ([]codegen.OperationDefinition, []Degradation, error) {
 	doc.Webhooks = nil // OpenAPI 3.1 webhooks are requests the service sends, not serves
 	if fails := unwritableNames(doc); len(fails) > 0 {
 		return nil, nil, fails
 	}
 	degraded := componentExtensions(doc)
-	componentDeepSchemaRefs(doc)
+	if deepRefs {
+		componentDeepSchemaRefs(doc)
+	}
 	if !external {
 		degraded = append(degraded, textBodies(doc)...)
 	}

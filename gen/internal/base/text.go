@@ -32,21 +32,6 @@ func unwritable(s string, backslash bool) bool {
 // place: the server needs them as written to route and bind the requests.
 func unwritableNames(doc *openapi3.T) Failures {
 	var out Failures
-	seen := map[*openapi3.Parameter]bool{}
-	param := func(p *openapi3.ParameterRef, at ...string) {
-		if p == nil || p.Value == nil || seen[p.Value] {
-			return
-		}
-		seen[p.Value] = true
-		if unwritable(p.Value.Name, false) {
-			out = append(out, Failure{Keys: append(at, "name"), Msg: fmt.Sprintf("oapi-codegen cannot write the parameter name %s into Go (it holds a quote, a backtick or a control character), and the server needs it as written; rename the parameter", strconv.Quote(p.Value.Name))})
-		}
-	}
-	if doc.Components != nil {
-		for _, n := range spec.SortedKeys(doc.Components.Parameters) {
-			param(doc.Components.Parameters[n], "components", "parameters", n)
-		}
-	}
 	if doc.Paths != nil {
 		for _, path := range doc.Paths.InMatchingOrder() {
 			if unwritable(path, false) {
@@ -54,12 +39,9 @@ func unwritableNames(doc *openapi3.T) Failures {
 			}
 		}
 	}
-	spec.ForEachOperationAt(doc, func(path, method string, item *openapi3.PathItem, op *openapi3.Operation) {
-		for i, p := range item.Parameters {
-			param(p, "paths", path, "parameters", strconv.Itoa(i))
-		}
-		for i, p := range op.Parameters {
-			param(p, "paths", path, method, "parameters", strconv.Itoa(i))
+	spec.ForEachParameter(doc, func(at []string, p *openapi3.Parameter) {
+		if unwritable(p.Name, false) {
+			out = append(out, Failure{Keys: append(at, "name"), Msg: fmt.Sprintf("oapi-codegen cannot write the parameter name %s into Go (it holds a quote, a backtick or a control character), and the server needs it as written; rename the parameter", strconv.Quote(p.Name))})
 		}
 	})
 	return out

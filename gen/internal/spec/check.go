@@ -33,7 +33,10 @@ func (s *Source) checkVersion() error {
 // them, JSON parsers keep the last silently: either way the spec does not say what its
 // author meant) and every local $ref ("#/...") that does not resolve.
 func (s *Source) CheckTree(errs *ErrorList) {
+	var refs refKinds
+	defer func() { s.refs = &refs }()
 	walk(s.Root, func(key, n *yaml.Node) {
+		refs.add(key, n)
 		if key != nil && key.Value == "$ref" && n.Kind == yaml.ScalarNode && strings.HasPrefix(n.Value, "#") {
 			if _, ok := s.resolvePointer(n.Value); !ok {
 				errs.Add(s.Pos(n), "$ref %q does not resolve: nothing at that path in this document", n.Value)
@@ -64,39 +67,24 @@ var templateParam = regexp.MustCompile(`\{([^{}]*)\}`)
 // and a declared path parameter that the template does not have. Both make a server that
 // cannot route or bind the request.
 func (s *Source) CheckPathTemplates(errs *ErrorList) {
-	_, paths := s.Lookup("paths")
-	if paths == nil || paths.Kind != yaml.MappingNode {
-		return
-	}
-	for i := 0; i+1 < len(paths.Content); i += 2 {
-		pathKey := paths.Content[i]
-		item, _ := s.PathItem(paths.Content[i+1]) // a local $ref's, against this template
-		if item == nil || item.Kind != yaml.MappingNode {
-			continue // a path item in another file: kin-openapi and oapi-codegen check it
-		}
+	s.forEachOperationNode(func(pathKey, item, methodKey, op *yaml.Node) {
 		var inTemplate []string
 		for _, m := range templateParam.FindAllStringSubmatch(pathKey.Value, -1) {
 			inTemplate = append(inTemplate, m[1])
 		}
-		common := s.pathParams(item)
-		for j := 0; j+1 < len(item.Content); j += 2 {
-			method := strings.ToLower(item.Content[j].Value)
-			if !HTTPMethods[method] {
-				continue
-			}
-			declared := append(s.pathParams(Deref(item.Content[j+1])), common...)
-			for _, name := range inTemplate {
-				if !slices.ContainsFunc(declared, func(p pathParam) bool { return p.name == name }) {
-					errs.Add(s.Pos(pathKey), "path %s: %s %s does not declare the template parameter %q (a parameter with in: path)", pathKey.Value, strings.ToUpper(method), pathKey.Value, name)
-				}
-			}
-			for _, p := range declared {
-				if !slices.Contains(inTemplate, p.name) {
-					errs.Add(s.Pos(p.at), "parameter %q (in: path) of %s %s is not in the path template", p.name, strings.ToUpper(method), pathKey.Value)
-				}
+		method := strings.ToUpper(methodKey.Value)
+		declared := append(s.pathParams(op), s.pathParams(item)...)
+		for _, name := range inTemplate {
+			if !slices.ContainsFunc(declared, func(p pathParam) bool { return p.name == name }) {
+				errs.Add(s.Pos(pathKey), "path %s: %s %s does not declare the template parameter %q (a parameter with in: path)", pathKey.Value, method, pathKey.Value, name)
 			}
 		}
-	}
+		for _, p := range declared {
+			if !slices.Contains(inTemplate, p.name) {
+				errs.Add(s.Pos(p.at), "parameter %q (in: path) of %s %s is not in the path template", p.name, method, pathKey.Value)
+			}
+		}
+	})
 }
 
 // CheckOperationIDs reports an operationId that another operation of the spec declares too
@@ -186,23 +174,45 @@ func (s *Source) locateLoadError(err error) *Error {
 		}
 	})
 	if found == nil {
+		found = s.pointerNamed(msg)
+	}
+	if found == nil {
 		return &Error{Pos: Pos{File: s.file}, Msg: msg}
 	}
 	return &Error{Pos: s.Pos(found), Msg: msg}
 }
 
+// pointerNamed returns the node of the JSON pointer a kin-openapi message ends with
+// ("cannot construct !!str `abc` into float64 in /paths/~1a/post/.../minimum"), or nil.
+func (s *Source) pointerNamed(msg string) *yaml.Node {
+	i := strings.LastIndex(msg, " in /")
+	if i < 0 {
+		return nil
+	}
+	ptr := msg[i+len(" in "):]
+	if j := strings.IndexAny(ptr, " \n"); j >= 0 {
+		ptr = ptr[:j]
+	}
+	n, ok := s.resolvePointer("#" + ptr)
+	if !ok {
+		return nil
+	}
+	return n
+}
+
 // forEachOperationNode calls f for every operation of the paths whose path item is in the
-// file (a $ref'd path item is checked where it is), in file order: the path's key, the
-// path item, the method's key and the operation.
+// file, a local $ref's (#/components/pathItems/X) under each path that names it, in file
+// order: the path's key, the path item, the method's key and the operation.
 func (s *Source) forEachOperationNode(f func(pathKey, item, methodKey, op *yaml.Node)) {
 	_, paths := s.Lookup("paths")
 	if paths == nil || paths.Kind != yaml.MappingNode {
 		return
 	}
 	for i := 0; i+1 < len(paths.Content); i += 2 {
-		pathKey, item := paths.Content[i], Deref(paths.Content[i+1])
-		if _, ref := Entry(item, "$ref"); ref != nil || item.Kind != yaml.MappingNode {
-			continue
+		pathKey := paths.Content[i]
+		item, _ := s.PathItem(paths.Content[i+1]) // a local $ref's too, under this path
+		if item == nil || item.Kind != yaml.MappingNode {
+			continue // a path item in another file: kin-openapi and oapi-codegen check it
 		}
 		for j := 0; j+1 < len(item.Content); j += 2 {
 			if HTTPMethods[strings.ToLower(item.Content[j].Value)] {

@@ -84,6 +84,7 @@ func (s *Source) ApplyOverlays(files []string) error {
 		s.origin = map[*yaml.Node]Pos{}
 	}
 	s.Root = r.fromV3(root.Content[0], s.origin)
+	s.refs = nil // a new tree
 	return nil
 }
 

@@ -25,7 +25,44 @@ type Source struct {
 	// origin holds the nodes an overlay wrote (ApplyOverlays), at their place in the
 	// overlay file.
 	origin map[*yaml.Node]Pos
+	// refs is what CheckTree found of the document's $refs (nil before it runs).
+	refs *refKinds
 }
+
+// refKinds says which kinds of $ref a document has.
+type refKinds struct {
+	external bool // to another file
+	deep     bool // a local one that names no components/<kind>/<name> entry
+}
+
+// kinds returns the kinds of $ref in the document: CheckTree's, or a walk of the tree.
+func (s *Source) kinds() refKinds {
+	if s.refs != nil {
+		return *s.refs
+	}
+	var k refKinds
+	walk(s.Root, func(key, n *yaml.Node) { k.add(key, n) })
+	return k
+}
+
+// add counts n when it is the value of a $ref (key).
+func (k *refKinds) add(key, n *yaml.Node) {
+	if key == nil || key.Value != "$ref" || n.Kind != yaml.ScalarNode {
+		return
+	}
+	if !strings.HasPrefix(n.Value, "#") {
+		k.external = true
+		return
+	}
+	if parts := strings.Split(strings.TrimPrefix(n.Value, "#/"), "/"); len(parts) != 3 || parts[0] != "components" {
+		k.deep = true
+	}
+}
+
+// DeepRefs reports a local $ref anywhere in the document that names no
+// components/<kind>/<name> entry (a bundler's "#/paths/~1a/get/parameters/1", a schema's
+// "#/components/schemas/Order/properties/status").
+func (s *Source) DeepRefs() bool { return s.kinds().deep }
 
 // ParseSource parses data (YAML or JSON) into a node tree. A syntax error is a located
 // *Error. JSON is read with encoding/json's tokenizer: it is a YAML subset, but the YAML
@@ -217,15 +254,7 @@ func ranOn(data []byte, le *yaml.LoadError) (line, col int, ok bool) {
 }
 
 // ExternalRefs reports a $ref to another file anywhere in the document.
-func (s *Source) ExternalRefs() bool {
-	found := false
-	walk(s.Root, func(key, n *yaml.Node) {
-		if key != nil && key.Value == "$ref" && n.Kind == yaml.ScalarNode && !strings.HasPrefix(n.Value, "#") {
-			found = true
-		}
-	})
-	return found
-}
+func (s *Source) ExternalRefs() bool { return s.kinds().external }
 
 // Pos is the position of n.
 func (s *Source) Pos(n *yaml.Node) Pos {

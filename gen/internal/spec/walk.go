@@ -2,6 +2,7 @@ package spec
 
 import (
 	"mime"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -163,10 +164,46 @@ func WalkSchemas(doc *openapi3.T, f func(keys []string, r *openapi3.SchemaRef, f
 	})
 }
 
+// ForEachParameter calls f once for every parameter the document declares, with its
+// place (as WalkSchemas gives one): the components/parameters entries, then the path
+// items' and the operations' own ($refs to the components are theirs).
+func ForEachParameter(doc *openapi3.T, f func(at []string, p *openapi3.Parameter)) {
+	seen := map[*openapi3.Parameter]bool{}
+	visit := func(p *openapi3.ParameterRef, at ...string) {
+		if p != nil && p.Value != nil && !seen[p.Value] {
+			seen[p.Value] = true
+			f(at, p.Value)
+		}
+	}
+	if doc.Components != nil {
+		for _, n := range SortedKeys(doc.Components.Parameters) {
+			visit(doc.Components.Parameters[n], "components", "parameters", n)
+		}
+	}
+	ForEachOperationAt(doc, func(path, method string, item *openapi3.PathItem, op *openapi3.Operation) {
+		for i, p := range item.Parameters {
+			visit(p, "paths", path, "parameters", strconv.Itoa(i))
+		}
+		for i, p := range op.Parameters {
+			visit(p, "paths", path, method, "parameters", strconv.Itoa(i))
+		}
+	})
+}
+
 // isComponentRef reports a $ref to an entry of doc's components/schemas.
 func isComponentRef(doc *openapi3.T, ref string) bool {
 	name, ok := strings.CutPrefix(ref, "#/components/schemas/")
-	return ok && doc.Components != nil && doc.Components.Schemas[name] != nil
+	if !ok || doc.Components == nil {
+		return false
+	}
+	if strings.ContainsAny(name, "~%") { // an escaped name ("Foo~1Bar", "Foo%20Bar")
+		unescaped, err := url.PathUnescape(name)
+		if err == nil {
+			name = unescaped
+		}
+		name = UnescapePointer(name)
+	}
+	return doc.Components.Schemas[name] != nil
 }
 
 // HTTPMethods are the keys of a path item that hold an operation (lower case).
