@@ -1,6 +1,7 @@
 package gen_test
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -122,5 +123,121 @@ func TestInsertMarkers(t *testing.T) {
 	p := writeFile(t, dir, "flow.yaml", "openapi: 3.0.3\ninfo: {title: t, version: 1.0.0}\npaths:\n  /a:\n    post: {operationId: a, responses: {\"201\": {description: ok}}}\n")
 	if _, err := gen.InsertMarkers(p, []gen.Annotation{{Method: "POST", Path: "/a"}}); err == nil || !strings.HasPrefix(err.Error(), p+":5:5: POST /a: the operation is written in flow style") {
 		t.Errorf("flow style: %v", err)
+	}
+}
+
+// refPathItems is a spec with an operation of its own, one whose path item is a $ref to
+// components/pathItems (in the file), and one whose path item is in another file
+// (payouts.yaml beside it).
+const refPathItems = "testdata/refpathitems/"
+
+// copyRefPathItems copies the refPathItems spec and its payouts.yaml into a temporary
+// directory, the spec with extra appended, and returns the spec's path and its text.
+func copyRefPathItems(t *testing.T, extra string) (path, text string) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, name := range []string{"openapi.yaml", "payouts.yaml"} {
+		data, err := os.ReadFile(refPathItems + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "openapi.yaml" {
+			text = string(data) + extra
+			data = []byte(text)
+		}
+		writeFile(t, dir, name, string(data))
+	}
+	return filepath.Join(dir, "openapi.yaml"), text
+}
+
+// Annotate lists the operations of a path item that is a $ref: one in the file is a
+// candidate marked where it is written, by the overlay as by InsertMarkers, and the
+// result generates; one in another file is a candidate that cannot be marked, located at
+// the $ref, and InsertMarkers refuses it there.
+func TestAnnotateRefPathItems(t *testing.T) {
+	p, spec := copyRefPathItems(t, "")
+	dir := filepath.Dir(p)
+	anns, _, err := gen.Annotate(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]gen.Annotation{}
+	var got []string
+	for _, a := range anns {
+		by[a.Operation] = a
+		got = append(got, a.Operation)
+	}
+	if want := "createOrder createRefund listPayouts createPayout"; strings.Join(got, " ") != want {
+		t.Fatalf("operations %q, want %q", strings.Join(got, " "), want)
+	}
+	refund := by["createRefund"]
+	if !refund.Candidate || refund.Problem != "" || refund.Pos.Line != 15 || strings.Join(refund.At, " ") != "components pathItems Refunds post" {
+		t.Errorf("createRefund: %+v, want a markable candidate at line 15, under components/pathItems", refund)
+	}
+	payout := by["createPayout"]
+	if !payout.Candidate || payout.At != nil || payout.Pos.Line != 11 || !strings.Contains(payout.Problem, "its path item is in another file (payouts.yaml#/Payouts, the $ref at "+p+":11:11)") {
+		t.Errorf("createPayout: %+v, want a candidate that cannot be marked, at the $ref", payout)
+	}
+
+	ov := string(gen.CandidateOverlay("c", []gen.Annotation{refund}))
+	if !strings.Contains(ov, `target: "$.components.pathItems.Refunds.post"`) {
+		t.Errorf("the overlay targets createRefund elsewhere:\n%s", ov)
+	}
+	o := writeFile(t, dir, "candidates.yaml", ov)
+	if ps, _, err := gen.PoliciesOverlaid(p, []string{o}); err != nil || len(ps) != 1 || ps[0].Operation != "createRefund" {
+		t.Errorf("with the overlay: %+v, %v; want createRefund marked", ps, err)
+	}
+
+	text, err := gen.InsertMarkers(p, []gen.Annotation{refund})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Replace(spec, "        operationId: createRefund\n", "        x-idempotent: true\n        operationId: createRefund\n", 1)
+	if string(text) != want {
+		t.Errorf("InsertMarkers wrote:\n%s", text)
+	}
+	written := writeFile(t, dir, "written.yaml", string(text))
+	files, err := gen.Generate(gen.Options{Spec: written, Package: "api"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f.Name == gen.IdempotentFile && !strings.Contains(string(f.Data), "var createRefundPolicy = ") {
+			t.Errorf("the marker written under components/pathItems does not mark createRefund")
+		}
+	}
+	if _, err := gen.InsertMarkers(p, []gen.Annotation{payout}); err == nil ||
+		!strings.HasPrefix(err.Error(), p+":11:11: POST /payouts: its path item is in another file (payouts.yaml#/Payouts): cannot write x-idempotent there") {
+		t.Errorf("InsertMarkers of createPayout: %v", err)
+	}
+}
+
+// x-idempotent-defaults.methods cannot mark the POST of a path item in another file: it is
+// left unmarked with a warning of its own, not silently.
+func TestDefaultsSkipRefPathItemElsewhere(t *testing.T) {
+	p, _ := copyRefPathItems(t, "x-idempotent-defaults: {methods: [post]}\n")
+	ps, warnings, err := gen.Policies(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, pol := range ps {
+		names = append(names, pol.Operation)
+	}
+	if strings.Join(names, " ") != "createOrder createRefund" {
+		t.Errorf("marked %v, want createOrder createRefund", names)
+	}
+	want := p + ":11:11: POST /payouts is left unmarked by x-idempotent-defaults.methods: its path item is in another file (payouts.yaml#/Payouts)"
+	if len(warnings) != 1 || !strings.HasPrefix(warnings[0], want) {
+		t.Errorf("warnings %q, want one starting %q", warnings, want)
+	}
+	anns, _, err := gen.Annotate(p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range anns {
+		if a.Operation == "createPayout" && (!a.OptedOut || len(a.Warnings) != 1) {
+			t.Errorf("createPayout: %+v, want left unmarked with its warning", a)
+		}
 	}
 }

@@ -415,9 +415,14 @@
 //     header name (not an RFC 9110 token), header and body both given, a retention
 //     shorter than the lease, a methods entry that is safe (GET, HEAD, OPTIONS, TRACE) or
 //     unknown;
-//   - a marker on a path item, on an operation of a path item that is a $ref (markers
-//     are read from the spec file itself), on GET/HEAD/OPTIONS/TRACE, or on an operation
-//     that answers with a stream;
+//   - a marker on a path item, on an operation of a path item that is a $ref to another
+//     file (markers are read from the spec file itself; a path item $ref'd within it,
+//     under components/pathItems or another path, is read where it is written), on an
+//     operation whose path item several paths share through $refs (oapi-codegen makes it
+//     one operation; x-idempotent-defaults.methods leaves it unmarked, with a warning, as
+//     it does the operations of a path item in another file), on GET/HEAD/OPTIONS/TRACE,
+//     or on an operation that answers with a stream; an operationId that two paths share
+//     through such a $ref;
 //   - several declared headers or body properties that could carry the key, a key
 //     declared only as a query parameter, a declared key header whose schema is not a
 //     string, or whose pattern is not an ECMA-262 regular expression, declared required

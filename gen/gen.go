@@ -167,7 +167,7 @@ func generate(opts Options) ([]File, error) {
 	}
 	for _, u := range m.Unmarked {
 		if opts.Warnf != nil {
-			opts.Warnf("%s: %s %s is left unmarked by %s.methods: %s", u.Pos, u.Method, u.Path, DefaultsExt, u.Why)
+			opts.Warnf("%s", unmarkedWarning(u))
 		}
 	}
 	if len(m.Ops) == 0 && opts.Warnf != nil {

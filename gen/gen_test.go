@@ -361,7 +361,11 @@ func TestErrors(t *testing.T) {
 		{"path-item-marker.yaml", `testdata/errors/path-item-marker.yaml:5:5: x-idempotent: belongs on an operation (get, post, ...), not on the path item /orders`},
 		{"dangling-ref.yaml", `testdata/errors/dangling-ref.yaml:13:21: $ref "#/components/schemas/Missing" does not resolve: nothing at that path in this document` + "\n" +
 			`testdata/errors/dangling-ref.yaml:19:30: $ref "#/components/schemas/Gone" does not resolve: nothing at that path in this document`},
-		{"ref-path-item.yaml", `testdata/errors/ref-path-item.yaml:5:11: x-idempotent: POST /a is marked in the path item this $ref names; idemgen reads markers in the spec file only: move the path item here`},
+		{"ref-path-item.yaml", `testdata/errors/ref-path-item.yaml:5:11: x-idempotent: POST /a is marked in the path item this $ref names, in another file; idemgen reads markers in the spec file only: move the path item into this file (or under its components, with a $ref to it)`},
+		// A path item two paths share through a $ref within the file is one operation to
+		// oapi-codegen: a marker on it, or its operationId, would name two.
+		{"shared-path-item.yaml", `testdata/errors/shared-path-item.yaml:6:7: x-idempotent: POST /orders: its path item is also that of /v1/orders (through a $ref), and oapi-codegen generates one operation for all of them, which a policy per path cannot wrap; give each of /orders, /v1/orders a path item of its own (a copy) to mark it`},
+		{"shared-operation-id.yaml", `testdata/errors/shared-operation-id.yaml:7:11: path /v1/orders: this $ref names the path item of /orders too: its operationId "createOrder" (testdata/errors/shared-operation-id.yaml:12:22) would name both POST /orders and POST /v1/orders, and operation ids are unique in a spec; give the path a path item of its own`},
 		{"not-yaml.yaml", `testdata/errors/not-yaml.yaml:8:6: did not find expected key (while parsing a block mapping at 5:5)`},
 		// The parser notices these a line late: the place is the end of the line with the
 		// mistake (the missing '}', the missing closing quote).

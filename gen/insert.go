@@ -17,7 +17,9 @@ import (
 // (formatting, comments, key order, line endings), so that its diff has insertions only.
 // YAML and JSON both. An operation written in flow style ({...} on one line), or with no
 // key yet, cannot take a line of its own: it is an error, located at the operation, as is
-// one that is marked already.
+// one that is marked already. An operation of a path item that is a $ref within the file
+// is marked where the $ref points; one whose path item is in another file is an error at
+// the $ref: the other file is not written.
 func InsertMarkers(path string, ops []Annotation) ([]byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -35,7 +37,12 @@ func InsertMarkers(path string, ops []Annotation) ([]byte, error) {
 	insert := map[int]string{} // before line (1-based): the line to insert
 	var errs spec.ErrorList
 	for _, a := range ops {
-		k, op := src.Lookup("paths", a.Path, strings.ToLower(a.Method))
+		k, op := src.Operation(a.Path, strings.ToLower(a.Method))
+		_, n := src.Lookup("paths", a.Path)
+		if item, ref := src.PathItem(n); item == nil && ref != nil {
+			errs.Add(src.Pos(ref), "%s %s: its path item is in another file (%s): cannot write %s there, only into %s; move the path item into %s to mark it", a.Method, a.Path, ref.Value, MarkerExt, path, path)
+			continue
+		}
 		if k == nil || op == nil {
 			errs.Add(Pos{File: path}, "%s %s: no such operation in the file", a.Method, a.Path)
 			continue

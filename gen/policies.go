@@ -59,9 +59,14 @@ func modelWarnings(m *model.Model) []string {
 		warnings = append(warnings, w.Error())
 	}
 	for _, u := range m.Unmarked {
-		warnings = append(warnings, fmt.Sprintf("%s: %s %s is left unmarked by %s.methods: %s", u.Pos, u.Method, u.Path, DefaultsExt, u.Why))
+		warnings = append(warnings, unmarkedWarning(u))
 	}
 	return warnings
+}
+
+// unmarkedWarning is the warning about u, an operation the defaults leave unmarked.
+func unmarkedWarning(u model.SkippedOp) string {
+	return fmt.Sprintf("%s: %s %s is left unmarked by %s.methods: %s", u.Pos, u.Method, u.Path, DefaultsExt, u.Why)
 }
 
 // policyOf is o's Policy.

@@ -52,10 +52,11 @@ func tenantScope(ctx context.Context) (string, error) {
 }
 
 // newHandler wires the generated API on a pool: the store with its scope, the handlers
-// with the store's error handler, and requests validated against api's own spec.
-func newHandler(pool *pgxpool.Pool) (http.Handler, error) {
+// (orders: Orders{}; a test's wrapper in tests) with the store's error handler, and
+// requests validated against api's own spec.
+func newHandler(pool *pgxpool.Pool, orders api.IdempotentServerInterface) (http.Handler, error) {
 	store := idem.NewStore(pool, idem.WithScope(tenantScope))
-	strict := api.NewStrictHandlerWithOptions(api.NewIdempotentStrictServer(Orders{}, store), nil,
+	strict := api.NewStrictHandlerWithOptions(api.NewIdempotentStrictServer(orders, store), nil,
 		api.StrictHTTPServerOptions{
 			RequestErrorHandlerFunc:  store.RequestErrorHandler,
 			ResponseErrorHandlerFunc: idem.ResponseErrorHandler, // 500 problem; logs the error with slog
@@ -93,7 +94,7 @@ func Example_server() {
 	if err := migrate(ctx, pool); err != nil {
 		log.Fatal(err)
 	}
-	h, err := newHandler(pool)
+	h, err := newHandler(pool, Orders{})
 	if err != nil {
 		log.Fatal(err)
 	}

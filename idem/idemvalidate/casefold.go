@@ -1,41 +1,13 @@
 package idemvalidate
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
-	"mime"
-	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/getkin/kin-openapi/routers"
 )
-
-// bodyCaseVariant runs caseVariant on r's JSON body, already read into memory by
-// oneJSONValue, against the schema route's operation declares for its media type, and
-// puts the body back.
-func bodyCaseVariant(r *http.Request, route *routers.Route) error {
-	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if r.Body == nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) ||
-		route.Operation == nil || route.Operation.RequestBody == nil || route.Operation.RequestBody.Value == nil {
-		return nil
-	}
-	media := route.Operation.RequestBody.Value.Content.Get(mt)
-	if media == nil || media.Schema == nil || media.Schema.Value == nil {
-		return nil
-	}
-	data, err := io.ReadAll(r.Body)
-	r.Body.Close()
-	r.Body = io.NopCloser(bytes.NewReader(data))
-	if err != nil {
-		return nil // oneJSONValue read it whole already
-	}
-	return caseVariant(data, media.Schema.Value)
-}
 
 // caseVariant refuses a JSON body with an object member whose name differs from a
 // property its schema declares only by case ("AMOUNT" beside "amount", "Currency" for
@@ -52,16 +24,10 @@ func bodyCaseVariant(r *http.Request, route *routers.Route) error {
 // keeps the rest apart. Names are compared as encoding/json compares them
 // (strings.EqualFold: Unicode simple folding, so "ſ" matches "s").
 //
-// The error names the member by its JSON pointer and the property it shadows; it is nil
-// for a body that is not valid JSON (oneJSONValue reports that) or has no schema.
-func caseVariant(data []byte, schema *openapi3.Schema) error {
-	if schema == nil {
-		return nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+// v is the body decoded once (body.go). The error names the member by its JSON pointer
+// and the property it shadows; it is nil when there is none or no schema.
+func caseVariant(v any, schema *openapi3.Schema) error {
+	if schema == nil || !hasCaseVariant(v, schema) {
 		return nil
 	}
 	if p, name, decl := findCaseVariant(v, schema, ""); p != "" {
@@ -70,6 +36,75 @@ func caseVariant(data []byte, schema *openapi3.Schema) error {
 		}
 	}
 	return nil
+}
+
+// hasCaseVariant reports whether findCaseVariant would find one, without sorting or
+// building pointers: the usual body has none, and this walk allocates nothing.
+func hasCaseVariant(v any, schema *openapi3.Schema) bool {
+	switch v := v.(type) {
+	case map[string]any:
+		check := !explicitAdditional(schema)
+		for m, e := range v {
+			s, exact := property(schema, m, 0)
+			if !exact && check && foldsToProperty(schema, m, 0) {
+				return true
+			}
+			if s != nil && hasCaseVariant(e, s) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range v {
+			for _, s := range itemSchemas(schema) {
+				if hasCaseVariant(e, s) {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// property is the schema of schema's declared property name, looked up as properties
+// merges them (schema first, then allOf, anyOf, oneOf members, depth first).
+func property(schema *openapi3.Schema, name string, depth int) (*openapi3.Schema, bool) {
+	if schema == nil || depth > 16 {
+		return nil, false
+	}
+	if p, ok := schema.Properties[name]; ok && p != nil {
+		return p.Value, true
+	}
+	for _, list := range []openapi3.SchemaRefs{schema.AllOf, schema.AnyOf, schema.OneOf} {
+		for _, r := range list {
+			if r != nil {
+				if s, ok := property(r.Value, name, depth+1); ok {
+					return s, true
+				}
+			}
+		}
+	}
+	return nil, false
+}
+
+// foldsToProperty reports whether m matches a declared property of schema (or of its
+// composition members) case-insensitively.
+func foldsToProperty(schema *openapi3.Schema, m string, depth int) bool {
+	if schema == nil || depth > 16 {
+		return false
+	}
+	for n, p := range schema.Properties {
+		if p != nil && strings.EqualFold(n, m) {
+			return true
+		}
+	}
+	for _, list := range []openapi3.SchemaRefs{schema.AllOf, schema.AnyOf, schema.OneOf} {
+		for _, r := range list {
+			if r != nil && foldsToProperty(r.Value, m, depth+1) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // findCaseVariant walks the value v along schema and returns the pointer, name and

@@ -11,14 +11,11 @@
 package idemvalidate
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -58,16 +55,10 @@ func Middleware(spec *openapi3.T, onError ErrorHandler) (func(http.Handler) http
 	if err != nil {
 		return nil, fmt.Errorf("idemvalidate: %w", err)
 	}
-	opts := &openapi3filter.Options{
-		AuthenticationFunc:  openapi3filter.NoopAuthenticationFunc,
-		SkipSettingDefaults: true,
-		// ECMA-262 patterns, as OpenAPI defines them: pattern.go.
-		SchemaValidationOptions: patternOptions,
-	}
-	opts.WithCustomSchemaErrorFunc(schemaError)
+	v := newValidator(spec, router)
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if err := validate(r, router, opts); err != nil {
+			if err := v.validate(r); err != nil {
 				onError(w, r, err)
 				return
 			}
@@ -76,19 +67,71 @@ func Middleware(spec *openapi3.T, onError ErrorHandler) (func(http.Handler) http
 	}, nil
 }
 
-func validate(r *http.Request, router routers.Router, opts *openapi3filter.Options) error {
-	route, params, err := router.FindRoute(r)
+// validator holds what Middleware prepares once: the router, openapi3filter's options
+// (with and without the body) and, per operation, the copy openapi3filter is given.
+type validator struct {
+	router routers.Router
+	// opts validates a whole request; noBody its parameters only, when the body is
+	// validated from the one decoded value (body.go).
+	opts, noBody *openapi3filter.Options
+	// bodyOpts are the schema options openapi3filter.ValidateRequestBody would pass.
+	bodyOpts, bodyOpts31 []openapi3.SchemaValidationOption
+	// ops maps each operation of the spec to a shallow copy without security
+	// requirements (they are not checked: authentication is the service's), so that
+	// openapi3filter does not call the no-op authentication for each.
+	ops map[*openapi3.Operation]*openapi3.Operation
+}
+
+func newValidator(spec *openapi3.T, router routers.Router) *validator {
+	opts := &openapi3filter.Options{
+		AuthenticationFunc:  openapi3filter.NoopAuthenticationFunc,
+		SkipSettingDefaults: true,
+		// ECMA-262 patterns, as OpenAPI defines them: pattern.go.
+		SchemaValidationOptions: patternOptions,
+	}
+	opts.WithCustomSchemaErrorFunc(schemaError)
+	noBody := *opts
+	noBody.ExcludeRequestBody = true
+	v := &validator{router: router, opts: opts, noBody: &noBody, ops: map[*openapi3.Operation]*openapi3.Operation{}}
+	v.bodyOpts = append([]openapi3.SchemaValidationOption{
+		openapi3.VisitAsRequest(),
+		openapi3.SetSchemaErrorMessageCustomizer(schemaError),
+	}, patternOptions...)
+	v.bodyOpts31 = append(slices.Clip(v.bodyOpts), openapi3.EnableJSONSchema2020())
+	noSecurity := openapi3.SecurityRequirements{}
+	if spec.Paths != nil {
+		for _, item := range spec.Paths.Map() {
+			for _, op := range item.Operations() {
+				c := *op
+				c.Security = &noSecurity
+				v.ops[op] = &c
+			}
+		}
+	}
+	return v
+}
+
+func (v *validator) validate(r *http.Request) error {
+	route, params, err := v.router.FindRoute(r)
 	if err != nil {
 		return nil // no operation: the router answers
 	}
-	if err := oneJSONValue(r); err != nil {
+	if op := v.ops[route.Operation]; op != nil {
+		route.Operation = op // route is FindRoute's own copy
+	}
+	body, err := readJSONBody(r, route)
+	if err != nil {
 		return err
 	}
-	if err := bodyCaseVariant(r, route); err != nil {
-		return err
+	opts := v.opts
+	if body.value != nil {
+		opts = v.noBody
 	}
 	input := &openapi3filter.RequestValidationInput{Request: r, PathParams: params, Route: route, Options: opts}
 	err = openapi3filter.ValidateRequest(context.WithoutCancel(r.Context()), input)
+	if err == nil && body.value != nil {
+		err = v.validateBody(input, body)
+	}
 	if err == nil {
 		return nil
 	}
@@ -97,33 +140,6 @@ func validate(r *http.Request, router routers.Router, opts *openapi3filter.Optio
 		return mb // 413, not a validation failure
 	}
 	return &Error{Detail: detail(err), Err: err}
-}
-
-// oneJSONValue refuses a JSON body that is not exactly one JSON value: openapi3filter and
-// the generated decoder both read the first value and ignore what follows
-// (`{"n":1}garbage`). The body is put back for them.
-func oneJSONValue(r *http.Request) error {
-	mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if r.Body == nil || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
-		return nil
-	}
-	data, err := io.ReadAll(r.Body)
-	r.Body.Close()
-	r.Body = io.NopCloser(bytes.NewReader(data))
-	var mb *http.MaxBytesError
-	switch {
-	case errors.As(err, &mb):
-		return mb
-	case err != nil:
-		return &Error{Detail: "request body: " + err.Error(), Err: err}
-	case len(bytes.TrimSpace(data)) == 0:
-		return nil // no body: openapi3filter knows whether one is required
-	}
-	var v json.RawMessage
-	if err := json.Unmarshal(data, &v); err != nil {
-		return &Error{Detail: "request body: " + err.Error(), Err: err}
-	}
-	return nil
 }
 
 // Error is a request that does not match the spec. Detail is short and does not quote

@@ -421,7 +421,9 @@ func validHeaderName(s string) bool {
 
 // ReadMarkers reads the document defaults and every operation's marker, in file order.
 // An operation without a marker whose method x-idempotent-defaults.methods names is
-// marked too; x-idempotent: false opts it out.
+// marked too; x-idempotent: false opts it out. The operations of a path item that is a
+// $ref within the file (to components/pathItems, or to another path) are read where the
+// $ref points; OpMarker.Shared names the paths of a path item several share.
 func (s *Source) ReadMarkers(errs *spec.ErrorList) (defaults Marker, ops []OpMarker) {
 	if k, v := s.Lookup(DefaultsExt); v != nil {
 		defaults, _ = s.parseMarker(k, v, DefaultsExt, false, errs)
@@ -430,8 +432,21 @@ func (s *Source) ReadMarkers(errs *spec.ErrorList) (defaults Marker, ops []OpMar
 	if paths == nil || paths.Kind != yaml.MappingNode {
 		return defaults, nil
 	}
+	sharers := map[*yaml.Node][]string{} // a path item: the paths whose item it is
 	for i := 0; i+1 < len(paths.Content); i += 2 {
-		path, item := paths.Content[i].Value, spec.Deref(paths.Content[i+1])
+		if item, _ := s.PathItem(paths.Content[i+1]); item != nil {
+			sharers[item] = append(sharers[item], paths.Content[i].Value)
+		}
+	}
+	for i := 0; i+1 < len(paths.Content); i += 2 {
+		// A path item that is a local $ref is read where it is written; one in another
+		// file is CheckRefPathItems'.
+		path := paths.Content[i].Value
+		item, _ := s.PathItem(paths.Content[i+1])
+		var shared []string
+		if len(sharers[item]) > 1 {
+			shared = sharers[item]
+		}
 		if k, _ := spec.Entry(item, MarkerExt); k != nil {
 			errs.Add(s.Pos(k), "%s: belongs on an operation (get, post, ...), not on the path item %s", MarkerExt, path)
 		}
@@ -449,13 +464,13 @@ func (s *Source) ReadMarkers(errs *spec.ErrorList) (defaults Marker, ops []OpMar
 				if slices.Contains(defaults.methods.V, method) {
 					m := defaults
 					m.Pos, m.ByMethod = s.Pos(methodKey), true
-					ops = append(ops, OpMarker{Path: path, Method: method, Marker: m})
+					ops = append(ops, OpMarker{Path: path, Method: method, Marker: m, Shared: shared})
 				}
 				continue
 			}
 			m, ok := s.parseMarker(k, v, MarkerExt, true, errs)
 			if ok {
-				ops = append(ops, OpMarker{Path: path, Method: method, Marker: m.over(defaults)})
+				ops = append(ops, OpMarker{Path: path, Method: method, Marker: m.over(defaults), Shared: shared})
 			}
 		}
 	}
@@ -467,6 +482,9 @@ func (s *Source) ReadMarkers(errs *spec.ErrorList) (defaults Marker, ops []OpMar
 type OpMarker struct {
 	Path, Method string
 	Marker       Marker
+	// Shared lists, in file order, the paths whose path item the operation's is too,
+	// through $refs within the file (this path included); nil when it is its own.
+	Shared []string
 }
 
 // HumanDuration prints d the short way: 24h, 1h30m, 30s, 1.5s.

@@ -1,6 +1,7 @@
 package marker
 
 import (
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v4"
@@ -51,7 +52,7 @@ func (s *Source) CheckSpelling(errs *spec.ErrorList) {
 		return
 	}
 	for i := 0; i+1 < len(paths.Content); i += 2 {
-		item := spec.Deref(paths.Content[i+1])
+		item, _ := s.PathItem(paths.Content[i+1])
 		if item == nil || item.Kind != yaml.MappingNode {
 			continue
 		}
@@ -79,24 +80,38 @@ func (s *Source) checkKeys(n *yaml.Node, errs *spec.ErrorList) {
 }
 
 // CheckRefPathItems reports markers that ReadMarkers could not see: on the operations of a
-// path item that is a $ref (to another file, or to components/pathItems). Ignoring them
-// would leave a marked operation without idempotency.
-func (s *Source) CheckRefPathItems(doc *openapi3.T, errs *spec.ErrorList) {
+// path item that is a $ref to another file. Ignoring them would leave a marked operation
+// without idempotency. It returns the operations of such path items that the defaults'
+// methods would mark (and no x-idempotent: false opts out), which stay unmarked, each at
+// its path item's $ref.
+func (s *Source) CheckRefPathItems(doc *openapi3.T, defaults Marker, errs *spec.ErrorList) (unmarked []RefOp) {
 	_, paths := s.Lookup("paths")
 	if paths == nil || paths.Kind != yaml.MappingNode {
-		return
+		return nil
 	}
 	for i := 0; i+1 < len(paths.Content); i += 2 {
 		path := paths.Content[i].Value
-		_, ref := spec.Entry(paths.Content[i+1], "$ref")
+		local, ref := s.PathItem(paths.Content[i+1])
 		item := doc.Paths.Value(path)
-		if ref == nil || item == nil {
+		if ref == nil || local != nil || item == nil {
 			continue
 		}
 		for _, method := range spec.SortedKeys(item.Operations()) {
-			if v, ok := item.Operations()[method].Extensions[MarkerExt]; ok && v != false {
-				errs.Add(s.Pos(ref), "%s: %s %s is marked in the path item this $ref names; idemgen reads markers in the spec file only: move the path item here", MarkerExt, method, path)
+			v, ok := item.Operations()[method].Extensions[MarkerExt]
+			switch {
+			case ok && v != false:
+				errs.Add(s.Pos(ref), "%s: %s %s is marked in the path item this $ref names, in another file; idemgen reads markers in the spec file only: move the path item into this file (or under its components, with a $ref to it)", MarkerExt, method, path)
+			case !ok && slices.Contains(defaults.methods.V, strings.ToLower(method)):
+				unmarked = append(unmarked, RefOp{Method: method, Path: path, Ref: ref.Value, Pos: s.Pos(ref)})
 			}
 		}
 	}
+	return unmarked
+}
+
+// RefOp is an operation of a path item in another file: Ref is the path item's $ref, Pos
+// its place. Method is upper case.
+type RefOp struct {
+	Method, Path, Ref string
+	Pos               spec.Pos
 }

@@ -64,7 +64,7 @@ func (s *source) declaredHeaderKey(o *Operation, mk marker.Marker, decl *openapi
 // parameter name (any case; the operation's or its path item's, local $refs followed).
 func (s *source) headerPatternPos(o *Operation, name, pattern string) (spec.Pos, bool) {
 	_, item := s.Lookup("paths", o.Path)
-	if item == nil {
+	if item, _ = s.PathItem(item); item == nil {
 		return spec.Pos{}, false
 	}
 	_, op := spec.Entry(item, strings.ToLower(o.Method))
@@ -367,7 +367,7 @@ func (s *source) mergeCaseDuplicates(o *Operation, mk marker.Marker, decls []*op
 	note := fmt.Sprintf("the spec declares the key header %d times, differing only in case (%s): one header, %s, with the stricter of each rule: %s",
 		len(decls), strings.Join(names, ", "), win.Name, strings.Join(rules, ", "))
 	o.Notes = append(o.Notes, note)
-	w.add(mk.Pos, "%s: %s %s: %s", marker.MarkerExt, o.Method, o.Path, note)
+	w.addOp(o, mk.Pos, "%s: %s %s: %s", marker.MarkerExt, o.Method, o.Path, note)
 	return &merged
 }
 
@@ -411,5 +411,5 @@ func (s *source) queryKeyIgnored(o *Operation, mk marker.Marker, queries []strin
 	}
 	note := fmt.Sprintf("the query parameter %s is not read as the key (the key is %s); it is an ordinary query parameter, part of the fingerprint", strings.Join(queries, ", "), src)
 	o.Notes = append(o.Notes, note)
-	w.add(mk.Pos, "%s: %s %s: %s", marker.MarkerExt, o.Method, o.Path, note)
+	w.addOp(o, mk.Pos, "%s: %s %s: %s", marker.MarkerExt, o.Method, o.Path, note)
 }

@@ -97,13 +97,13 @@ func (s *source) declaredKey(o *Operation, mk marker.Marker, op *openapi3.Operat
 			note := fmt.Sprintf("the added header is named %s, as %d operation(s) of the spec name their key header", conv.Header, conv.Count)
 			o.Notes = append(o.Notes, note)
 			if conv.Header != idem.DefaultKeyHeader {
-				w.add(mk.Pos, "%s: %s %s declares no idempotency key: %s", marker.MarkerExt, o.Method, o.Path, note)
+				w.addOp(o, mk.Pos, "%s: %s %s declares no idempotency key: %s", marker.MarkerExt, o.Method, o.Path, note)
 			}
 		}
 		for _, hint := range bodyKeyHints(op) {
 			note := fmt.Sprintf("the request body's %s %s: if it is the key, mark the operation with %s: {body: %s}", hint.ptr, hint.why, marker.MarkerExt, hint.ptr)
 			o.Notes = append(o.Notes, note)
-			w.add(mk.Pos, "%s: %s %s: the key is the added header %s; %s", marker.MarkerExt, o.Method, o.Path, o.Key.Header, note)
+			w.addOp(o, mk.Pos, "%s: %s %s: the key is the added header %s; %s", marker.MarkerExt, o.Method, o.Path, o.Key.Header, note)
 		}
 	}
 	if len(queries) > 0 && o.Key.Header != "" || len(queries) > 0 && o.Key.Body != "" {
@@ -134,7 +134,7 @@ func otherKeys(o *Operation, mk marker.Marker, op *openapi3.Operation, params op
 	}
 	note := fmt.Sprintf("the spec also declares %s, named like an idempotency key, which is not read as the key (the key is %s, as %s: names it)", strings.Join(others, ", "), src, field)
 	o.Notes = append(o.Notes, note)
-	w.add(mk.Pos, "%s: %s %s: %s", marker.MarkerExt, o.Method, o.Path, note)
+	w.addOp(o, mk.Pos, "%s: %s %s: %s", marker.MarkerExt, o.Method, o.Path, note)
 }
 
 // keyHeaderGroups returns the declared header parameters named like an idempotency key
@@ -272,7 +272,7 @@ func (s *source) unprotectedKeys(doc *openapi3.T, marked []marker.OpMarker, w *W
 			if !declares {
 				continue
 			}
-			k, _ := s.Lookup("paths", path, method)
+			k, _ := s.Operation(path, method)
 			if isSafe {
 				if len(safe) == 0 {
 					safeAt = s.Pos(k)

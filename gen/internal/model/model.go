@@ -45,15 +45,20 @@ func Check(s *spec.Spec, errs *spec.ErrorList) *Model {
 	src.CheckResponseKeys(errs)
 	src.CheckContentRefs(errs)
 	src.CheckSpelling(errs)
-	_, markers := src.ReadMarkers(errs)
+	defaults, markers := src.ReadMarkers(errs)
 	if s.LoadErr != nil {
 		if len(*errs) == 0 { // an error we located ourselves is the clearer one
 			*errs = append(*errs, s.LoadErr.(*spec.Error))
 		}
 		return nil
 	}
-	src.CheckRefPathItems(s.Doc, errs)
-	return src.buildModel(s.Doc, markers, errs)
+	elsewhere := src.CheckRefPathItems(s.Doc, defaults, errs)
+	m := src.buildModel(s.Doc, markers, errs)
+	for _, o := range elsewhere {
+		m.Unmarked = append(m.Unmarked, SkippedOp{Method: o.Method, Path: o.Path, Pos: o.Pos,
+			Why: fmt.Sprintf("its path item is in another file (%s); idemgen reads markers in the spec file only: move the path item into this file to mark it", o.Ref)})
+	}
+	return m
 }
 
 // buildModel checks each marker against the loaded document and resolves it into an
@@ -73,6 +78,10 @@ func (s *source) buildModel(doc *openapi3.T, markers []marker.OpMarker, errs *sp
 		if op == nil {
 			continue
 		}
+		if len(om.Shared) > 1 {
+			s.sharedPathItem(m, om, errs)
+			continue
+		}
 		if ct := streamingResponse(op); ct != "" {
 			if om.Marker.ByMethod {
 				m.Unmarked = append(m.Unmarked, SkippedOp{Method: strings.ToUpper(om.Method), Path: om.Path, Pos: om.Marker.Pos,
@@ -88,6 +97,22 @@ func (s *source) buildModel(doc *openapi3.T, markers []marker.OpMarker, errs *sp
 		}
 	}
 	return m
+}
+
+// sharedPathItem reports a marker on an operation whose path item several paths share
+// (through $refs): oapi-codegen generates one operation for them all, which one policy
+// per path cannot wrap. Marked by the defaults' methods, each path is left unmarked with a
+// warning; marked by x-idempotent, it is an error at the marker, once.
+func (s *source) sharedPathItem(m *Model, om marker.OpMarker, errs *spec.ErrorList) {
+	others := slices.DeleteFunc(slices.Clone(om.Shared), func(p string) bool { return p == om.Path })
+	why := fmt.Sprintf("its path item is also that of %s (through a $ref), and oapi-codegen generates one operation for all of them", strings.Join(others, ", "))
+	switch {
+	case om.Marker.ByMethod:
+		m.Unmarked = append(m.Unmarked, SkippedOp{Method: strings.ToUpper(om.Method), Path: om.Path, Pos: om.Marker.Pos, Why: why + "; give each path a path item of its own to mark it"})
+	case om.Path == om.Shared[0]:
+		errs.Add(om.Marker.Pos, "%s: %s %s: %s, which a policy per path cannot wrap; give each of %s a path item of its own (a copy) to mark it",
+			marker.MarkerExt, strings.ToUpper(om.Method), om.Path, why, strings.Join(om.Shared, ", "))
+	}
 }
 
 func (s *source) buildOperation(om marker.OpMarker, item *openapi3.PathItem, op *openapi3.Operation, conv keyConvention, w *Warnings, errs *spec.ErrorList) *Operation {
@@ -127,12 +152,12 @@ func (s *source) buildOperation(om marker.OpMarker, item *openapi3.PathItem, op 
 		}
 		o.Isolation = "" // a document default isolation is for the PostgreSQL operations
 		if o.Timeout > o.Lease {
-			w.add(mk.Pos, "%s: %s %s keeps its key in Redis (store: redis) with a lease (%s) shorter than its timeout (%s): the Redis lease is not extended while the business runs, so a business past %s loses its key to a retry, which runs it again; set lease to at least the timeout",
+			w.addOp(o, mk.Pos, "%s: %s %s keeps its key in Redis (store: redis) with a lease (%s) shorter than its timeout (%s): the Redis lease is not extended while the business runs, so a business past %s loses its key to a retry, which runs it again; set lease to at least the timeout",
 				marker.MarkerExt, strings.ToUpper(om.Method), om.Path, marker.HumanDuration(o.Lease), marker.HumanDuration(o.Timeout), marker.HumanDuration(o.Lease))
 		}
 	}
 	if o.Timeout > 0 && o.Wait > o.Timeout && !mk.Wait.Bad && !mk.Timeout.Bad {
-		w.add(mk.Pos, "%s: %s %s makes a duplicate wait up to %s for the key's owner, longer than the owner's business may run (timeout %s): by then the owner has answered, is finishing its commit, or was cut off, so most of the wait past the timeout only holds the duplicate's request; set wait to at most the timeout",
+		w.addOp(o, mk.Pos, "%s: %s %s makes a duplicate wait up to %s for the key's owner, longer than the owner's business may run (timeout %s): by then the owner has answered, is finishing its commit, or was cut off, so most of the wait past the timeout only holds the duplicate's request; set wait to at most the timeout",
 			marker.MarkerExt, strings.ToUpper(om.Method), om.Path, marker.HumanDuration(o.Wait), marker.HumanDuration(o.Timeout))
 	}
 	if o.Retention < o.Lease && !mk.Lease.Bad && !mk.Retention.Bad {

@@ -94,8 +94,25 @@ var protocolRejections = []string{"400", "409", "413", "422"}
 // Warnings collects the generator's warnings, each located: things it generates but
 // guessed (the name of an added key header, a header declared twice, a property that may
 // be the key), or leaves alone. Each is also a Note of its operation, when it has one.
-type Warnings []spec.Error
+type Warnings []Warning
 
+// Warning is one warning, located; Method (upper case) and Path name the operation it is
+// about, both "" for one about the spec (several operations at once).
+type Warning struct {
+	Pos          spec.Pos
+	Msg          string // without the position
+	Method, Path string
+}
+
+// Error is "pos: msg", as a spec.Error is.
+func (w Warning) Error() string { return (&spec.Error{Pos: w.Pos, Msg: w.Msg}).Error() }
+
+// add adds a warning about the spec.
 func (w *Warnings) add(at spec.Pos, format string, args ...any) {
-	*w = append(*w, spec.Error{Pos: at, Msg: fmt.Sprintf(format, args...)})
+	*w = append(*w, Warning{Pos: at, Msg: fmt.Sprintf(format, args...)})
+}
+
+// addOp adds a warning about the operation o, at its marker.
+func (w *Warnings) addOp(o *Operation, at spec.Pos, format string, args ...any) {
+	*w = append(*w, Warning{Pos: at, Msg: fmt.Sprintf(format, args...), Method: o.Method, Path: o.Path})
 }

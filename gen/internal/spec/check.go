@@ -92,24 +92,44 @@ func (s *Source) CheckPathTemplates(errs *ErrorList) {
 // the later one, naming the first: the operation names every generated type and the key's
 // stored operation, so two operations would share their keys' replays.
 func (s *Source) CheckOperationIDs(errs *ErrorList) {
+	_, paths := s.Lookup("paths")
+	if paths == nil || paths.Kind != yaml.MappingNode {
+		return
+	}
 	type first struct {
 		method, path string
 		at           Pos
+		id           *yaml.Node
 	}
 	seen := map[string]first{}
-	s.forEachOperationNode(func(pathKey, _, methodKey, op *yaml.Node) {
-		method := strings.ToUpper(methodKey.Value)
-		_, id := Entry(op, "operationId")
-		if id == nil || id.Kind != yaml.ScalarNode || id.Value == "" {
-			return
+	for i := 0; i+1 < len(paths.Content); i += 2 {
+		pathKey := paths.Content[i]
+		item, ref := s.PathItem(paths.Content[i+1]) // a local $ref's too
+		if item == nil || item.Kind != yaml.MappingNode {
+			continue
 		}
-		if f, dup := seen[id.Value]; dup {
-			errs.Add(s.Pos(id), "operationId %q of %s %s is also the operationId of %s %s (%s): operation ids are unique in a spec",
-				id.Value, method, pathKey.Value, f.method, f.path, f.at)
-			return
+		for j := 0; j+1 < len(item.Content); j += 2 {
+			method := strings.ToLower(item.Content[j].Value)
+			if !HTTPMethods[method] {
+				continue
+			}
+			_, id := Entry(Deref(item.Content[j+1]), "operationId")
+			if id == nil || id.Kind != yaml.ScalarNode || id.Value == "" {
+				continue
+			}
+			f, dup := seen[id.Value]
+			switch {
+			case dup && f.id == id && ref != nil:
+				errs.Add(s.Pos(ref), "path %s: this $ref names the path item of %s too: its operationId %q (%s) would name both %s %s and %s %s, and operation ids are unique in a spec; give the path a path item of its own",
+					pathKey.Value, f.path, id.Value, f.at, f.method, f.path, strings.ToUpper(method), pathKey.Value)
+			case dup:
+				errs.Add(s.Pos(id), "operationId %q of %s %s is also the operationId of %s %s (%s): operation ids are unique in a spec",
+					id.Value, strings.ToUpper(method), pathKey.Value, f.method, f.path, f.at)
+			default:
+				seen[id.Value] = first{strings.ToUpper(method), pathKey.Value, s.Pos(id), id}
+			}
 		}
-		seen[id.Value] = first{method, pathKey.Value, s.Pos(id)}
-	})
+	}
 }
 
 type pathParam struct {
@@ -181,17 +201,18 @@ func (s *Source) pointerNamed(msg string) *yaml.Node {
 }
 
 // forEachOperationNode calls f for every operation of the paths whose path item is in the
-// file (a $ref'd path item is checked where it is), in file order: the path's key, the
-// path item, the method's key and the operation.
+// file, a local $ref's (#/components/pathItems/X) under each path that names it, in file
+// order: the path's key, the path item, the method's key and the operation.
 func (s *Source) forEachOperationNode(f func(pathKey, item, methodKey, op *yaml.Node)) {
 	_, paths := s.Lookup("paths")
 	if paths == nil || paths.Kind != yaml.MappingNode {
 		return
 	}
 	for i := 0; i+1 < len(paths.Content); i += 2 {
-		pathKey, item := paths.Content[i], Deref(paths.Content[i+1])
-		if _, ref := Entry(item, "$ref"); ref != nil || item.Kind != yaml.MappingNode {
-			continue
+		pathKey := paths.Content[i]
+		item, _ := s.PathItem(paths.Content[i+1]) // a local $ref's too, under this path
+		if item == nil || item.Kind != yaml.MappingNode {
+			continue // a path item in another file: kin-openapi and oapi-codegen check it
 		}
 		for j := 0; j+1 < len(item.Content); j += 2 {
 			if HTTPMethods[strings.ToLower(item.Content[j].Value)] {

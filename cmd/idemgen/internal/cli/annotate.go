@@ -23,7 +23,9 @@ the header is not in the spec, idemgen adds it; "declared": the spec's own heade
 body property); CANDIDATE says why an unmarked operation is one: a POST, PUT or PATCH, or
 an operation that declares a key (a DELETE with an Idempotency-Key header), or why marking
 it would not generate ("cannot be marked: ..."). The generator's warnings follow, each
-FILE:LINE:COL. It reads the spec only: nothing is generated, no database is needed.
+FILE:LINE:COL, under the operation they are about (a candidate's: those marking it would
+give), then those about the spec as a whole. It reads the spec only: nothing is
+generated, no database is needed.
 
 With -overlay-out FILE, writes an OpenAPI Overlay 1.0 document that marks the candidates
 (every one that can be marked, or those named with -only, by operationId or "POST /path")
@@ -37,6 +39,11 @@ own before each chosen operation's first key, with its indentation ("x-idempoten
 in JSON). Nothing else of the file changes (formatting, comments, key order, line
 endings): its diff has insertions only. An operation written in flow style cannot take a
 line and is an error. -w does not combine with -overlay.
+
+An operation whose path item is a $ref within SPEC (components/pathItems, another path)
+is marked where the $ref points, by -w and -overlay-out alike. One whose path item is in
+another file is listed, located at its $ref, as a candidate that cannot be marked:
+idemgen reads markers in SPEC only, which is all an overlay changes too.
 
 Example:
   idemgen annotate openapi.yaml
@@ -86,9 +93,7 @@ func annotate(args []string, stdout, stderr io.Writer) int {
 		return ExitFail
 	}
 	printAnnotations(stdout, anns)
-	for _, w := range warnings {
-		fmt.Fprintln(stderr, "idemgen: warning: "+w)
-	}
+	printAnnotateWarnings(stdout, anns, warnings)
 	if *outFile == "" && !*write {
 		return ExitOK
 	}
@@ -192,4 +197,41 @@ func printAnnotations(w io.Writer, anns []gen.Annotation) {
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "%s, %d marked, %s (idemgen annotate -overlay-out FILE writes an overlay that marks them)\n", plural(len(anns), "operation"), marked, plural(cands, "candidate"))
+}
+
+// printAnnotateWarnings prints the warnings under the operation each is about, in the
+// table's order (a candidate's are those marking it would give), then the spec's own.
+func printAnnotateWarnings(w io.Writer, anns []gen.Annotation, specWarnings []string) {
+	n := len(specWarnings)
+	for _, a := range anns {
+		n += len(a.Warnings)
+	}
+	if n == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\n%s:\n", plural(n, "warning"))
+	for _, a := range anns {
+		if len(a.Warnings) == 0 {
+			continue
+		}
+		head := a.Method + " " + a.Path
+		if a.Operation != head {
+			head = a.Operation + " (" + head + ")"
+		}
+		if !a.Marked && a.Candidate {
+			head += ", if marked " + gen.MarkerExt + ": true"
+		}
+		fmt.Fprintf(w, "  %s:\n", head)
+		// The operation is named above: its name is left out of the messages that start with it.
+		redundant := ": " + gen.MarkerExt + ": " + a.Method + " " + a.Path + ": "
+		for _, l := range a.Warnings {
+			fmt.Fprintf(w, "    %s\n", strings.Replace(l, redundant, ": ", 1))
+		}
+	}
+	if len(specWarnings) > 0 {
+		fmt.Fprintln(w, "  about the spec as a whole:")
+		for _, l := range specWarnings {
+			fmt.Fprintf(w, "    %s\n", l)
+		}
+	}
 }

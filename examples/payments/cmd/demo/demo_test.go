@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -87,5 +88,22 @@ func TestDemoDetectsDuplicates(t *testing.T) {
 	}
 	if strings.Contains(out, "never created twice") {
 		t.Error("claims success")
+	}
+}
+
+// Without a redis-server the demo says so in one short line, with how to install one, and
+// runs without its Redis part.
+func TestNoRedisServerIsOneShortLine(t *testing.T) {
+	t.Setenv("REDIS_ADDR", "")
+	t.Setenv("REDIS_SERVER", "")
+	t.Setenv("PATH", t.TempDir()) // no redis-server on it
+	var lines []string
+	store, stop := redisStore(context.Background(), func(format string, args ...any) {
+		lines = append(lines, "demo: "+fmt.Sprintf(format, args...))
+	})
+	defer stop()
+	want := "demo: no redis-server (apt-get install redis-server, or set REDIS_ADDR): skipping the Redis part (starPayment)"
+	if store != nil || len(lines) != 1 || lines[0] != want {
+		t.Errorf("store %v, lines %q; want no store and the one line %q", store, lines, want)
 	}
 }

@@ -9,6 +9,7 @@ package devdb
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -32,12 +33,19 @@ func URL(ctx context.Context, logf func(format string, args ...any)) (url string
 	return c.URL(), c.Stop, nil
 }
 
+// ErrNoRedisServer is RedisAddr's error when REDIS_ADDR is empty and no redis-server is
+// installed (none on PATH, REDIS_SERVER unset): a short line saying how to get one.
+var ErrNoRedisServer = errors.New("no redis-server (apt-get install redis-server, or set REDIS_ADDR)")
+
 // RedisAddr returns REDIS_ADDR, or starts a throwaway redis-server from the local binary
 // (Debian's redis-server; no persistence) and returns its address. stop stops that
-// server (a no-op for REDIS_ADDR).
+// server (a no-op for REDIS_ADDR). Without a redis-server its error is ErrNoRedisServer.
 func RedisAddr(logf func(format string, args ...any)) (addr string, stop func(), err error) {
 	if addr := os.Getenv("REDIS_ADDR"); addr != "" {
 		return addr, func() {}, nil
+	}
+	if _, err := redistest.Binary(); err != nil {
+		return "", nil, ErrNoRedisServer
 	}
 	logf("REDIS_ADDR is empty: starting a throwaway redis-server (no persistence, stopped on exit)")
 	// With no persistence the server writes no file: the system's temporary directory is

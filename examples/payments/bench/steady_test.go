@@ -1,0 +1,243 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"flag"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/idemgen/idemgen/examples/payments/service"
+	"github.com/idemgen/idemgen/idem"
+)
+
+var (
+	steadyRows     = flag.Int("steady.rows", 10_000_000, "BenchmarkSteady: rows bulk-loaded into the key table")
+	steadyExpiry   = flag.Float64("steady.expiry", 1500, "BenchmarkSteady: loaded rows expiring per second (about the requests per second, for a table that stays its size)")
+	steadyDuration = flag.Duration("steady.duration", 30*time.Minute, "BenchmarkSteady: length of the steady phase, the purger on throughout")
+	sampleEvery    = flag.Duration("steady.sample", 3*time.Minute, "BenchmarkSteady: the steady phase's table is sampled this often")
+	steadySegments = flag.Int("steady.segments", 6, "BenchmarkSteady: segments of the interleaved phase, purge on and off in turn (on, off, off, on, on, off, ...)")
+	steadySegment  = flag.Duration("steady.segment", 2*time.Minute, "BenchmarkSteady: length of one interleaved segment")
+	steadyInterval = flag.Duration("steady.interval", time.Minute, "BenchmarkSteady: the purger's interval")
+	steadySmall    = flag.Duration("steady.small", 3*time.Minute, "BenchmarkSteady: length of the 10k-row table's run its WAL per request is compared with")
+)
+
+// steadySample is the key table's state at the end of a segment.
+type steadySample struct {
+	heap, dead, rows, autovacuums int64
+}
+
+func sampleTable(b *testing.B, pool *pgxpool.Pool) (s steadySample) {
+	b.Helper()
+	err := pool.QueryRow(context.Background(), `SELECT pg_relation_size('idempotency_keys'), n_dead_tup, n_live_tup, autovacuum_count
+FROM pg_stat_user_tables WHERE relname = 'idempotency_keys'`).Scan(&s.heap, &s.dead, &s.rows, &s.autovacuums)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// purgeStats collects a purger's passes.
+type purgeStats struct {
+	mu      sync.Mutex
+	start   time.Time
+	passes  int
+	deleted int64
+	longest time.Duration
+	batches int
+	slow    int // passes whose longest batch took over 50 ms
+}
+
+// report adds r, and prints it if its longest batch took over 50 ms: when (since the
+// run's start), whether it swept from the start of the index, its batches and rows.
+func (p *purgeStats) report(r idem.PurgeResult) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.passes++
+	p.deleted += r.Deleted
+	p.batches += r.Batches
+	p.longest = max(p.longest, r.LongestBatch)
+	if r.LongestBatch > 50*time.Millisecond {
+		p.slow++
+		kind := "resumed"
+		if r.From.IsZero() {
+			kind = "sweep"
+		}
+		fmt.Printf("  slow purge pass at %v: %s, %d rows in %d batches over %v, longest batch %v, err %v\n",
+			time.Since(p.start).Round(time.Second), kind, r.Deleted, r.Batches, r.Duration.Round(time.Millisecond),
+			r.LongestBatch.Round(time.Millisecond), r.Err)
+	}
+}
+
+// BenchmarkSteady is the key table over a long steady run: the generated handler
+// (POST /payments) at c=16 against a key table bulk-loaded to -steady.rows rows whose rows
+// expire at -steady.expiry per second (about the rate of the inserts, so the table keeps
+// its size), with idem's Purger (batch 1,000, interval -steady.interval). Two phases:
+//
+//   - steady: -steady.duration with the purger on throughout, the table sampled every
+//     -steady.sample (req/s, p50, p99, the heap's size, dead tuples, autovacuum runs);
+//     it reports the heap's growth from the first sample after an autovacuum to the end,
+//     and its largest sample after that one;
+//   - interleaved: -steady.segments segments of -steady.segment with the purger on and
+//     off in turn (on, off, off, on, ...: the drift falls on both alike); it reports p99
+//     with purge on against off, the medians of the segments.
+//
+// Then the longest purge batch (its bound and its DELETE) and the passes with one over
+// 50 ms (each printed when it ends: sweep or resumed), and WAL and full-page images per
+// request over both phases (one CHECKPOINT at the start, the purge's and vacuum's WAL
+// included) against a 10k-row table's run of -steady.small after a CHECKPOINT (inserts
+// alone: the comparison is conservative). With log_min_duration_statement among the
+// -settings, the purge statements the server logged are printed at the end. Heavy (the
+// load of 10M rows takes ~9 minutes, the run 42); not run by default. With the settings
+// docs/sizing.md recommends:
+//
+//	go -C examples test ./payments/bench -run '^$' -bench Steady -benchtime 1x -timeout 3h -steady.expiry 2500 \
+//		-settings wal_compression=lz4,checkpoint_timeout=30min,max_wal_size=20GB
+func BenchmarkSteady(b *testing.B) {
+	small := database(b)
+	loadKeys(b, small, 10_000, 24*time.Hour)
+	large := database(b)
+	loadKeys(b, large, *steadyRows, time.Duration(float64(*steadyRows) / *steadyExpiry * float64(time.Second)))
+	logf := func(format string, args ...any) { b.Errorf(format, args...) }
+	smallSrv := httptest.NewServer(service.New(small, service.Options{Logf: logf}))
+	b.Cleanup(smallSrv.Close)
+	largeSrv := httptest.NewServer(service.New(large, service.Options{Logf: logf}))
+	b.Cleanup(largeSrv.Close)
+	url := largeSrv.URL + "/payments"
+
+	randomKeys(b, smallSrv.URL+"/payments", 16, 5*time.Second) // warm up
+	sm := randomLoop(b, small, smallSrv.URL+"/payments", 16, *steadySmall)
+	randomKeys(b, url, 16, 5*time.Second)
+
+	// The rows that expired during the load are purged and vacuumed first: the run starts
+	// from a table in its steady state.
+	stats := purgeStats{start: time.Now()}
+	purger := idem.NewPurger(idem.NewStore(large), *steadyInterval, 1000, stats.report)
+	if r := purger.Once(context.Background()); r.Err != nil {
+		b.Fatal(r.Err)
+	} else {
+		fmt.Printf("purged the %d rows expired during the load in %v\n", r.Deleted, r.Duration.Round(time.Second))
+	}
+	for _, q := range []string{"VACUUM ANALYZE idempotency_keys", "CHECKPOINT"} {
+		if _, err := large.Exec(context.Background(), q); err != nil {
+			b.Fatal(err)
+		}
+	}
+	w0, f0 := wal(b, large)
+	stats.start = time.Now()
+	requests := steadyPhase(b, large, url, purger)
+	on, off, n := interleavedPhase(b, large, url, purger)
+	requests += n
+	w1, f1 := wal(b, large)
+
+	fmt.Printf("\npurge: %d passes, %d rows deleted in %d batches, longest batch %v, %d passes with a batch over 50 ms\n",
+		stats.passes, stats.deleted, stats.batches, stats.longest.Round(time.Millisecond), stats.slow)
+	ratio := median(on) / median(off)
+	fmt.Printf("p99 purge on / off: %.2f× (medians of %d and %d segments: %.2f ms, %.2f ms)\n", ratio, len(on), len(off), median(on), median(off))
+	walReq, fpiReq := float64(w1-w0)/float64(requests), float64(f1-f0)/float64(requests)
+	smallReq := float64(sm.walBytes) / float64(sm.n)
+	fmt.Printf("WAL per request: %.0f B and %.3f full-page images over %d requests; 10k rows: %.0f B and %.3f over %d: %.2f×\n",
+		walReq, fpiReq, requests, smallReq, float64(sm.fpi)/float64(sm.n), sm.n, walReq/smallReq)
+	printSlowStatements(b)
+	b.ReportMetric(ratio, "p99-on/off")
+	b.ReportMetric(walReq/smallReq, "WAL-large/small")
+	b.ReportMetric(float64(stats.longest.Microseconds())/1000, "longest-batch-ms")
+}
+
+// steadyPhase runs the load against url for -steady.duration with purger on throughout,
+// printing the table every -steady.sample, and the heap's growth once an autovacuum has
+// run; it returns the requests served.
+func steadyPhase(b *testing.B, pool *pgxpool.Pool, url string, purger *idem.Purger) (requests int) {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var running sync.WaitGroup
+	running.Go(func() { purger.Run(ctx) })
+	defer running.Wait()
+	defer cancel()
+	first := sampleTable(b, pool)
+	var samples []steadySample
+	fmt.Printf("\nsteady phase: %v with the purger on\n", *steadyDuration)
+	fmt.Printf("%-8s %8s %7s %7s %9s %10s %6s %8s\n", "minute", "req/s", "p50 ms", "p99 ms", "heap MB", "dead", "autovac", "rows")
+	for elapsed := time.Duration(0); elapsed < *steadyDuration; elapsed += *sampleEvery {
+		r := randomKeys(b, url, 16, min(*sampleEvery, *steadyDuration-elapsed))
+		requests += r.n
+		s := sampleTable(b, pool)
+		samples = append(samples, s)
+		fmt.Printf("%-8.0f %8.0f %7.2f %7.2f %9.1f %10d %6d %8d\n", (elapsed + r.elapsed).Minutes(), float64(r.n)/r.elapsed.Seconds(),
+			ms(percentile(r.lat, 0.50)), ms(percentile(r.lat, 0.99)), float64(s.heap)/1e6, s.dead, s.autovacuums, s.rows)
+	}
+	i := slices.IndexFunc(samples, func(s steadySample) bool { return s.autovacuums > first.autovacuums })
+	if i < 0 {
+		fmt.Printf("heap: no autovacuum ran on the key table in the steady phase\n")
+		return requests
+	}
+	after, last := samples[i], samples[len(samples)-1]
+	largest := slices.MaxFunc(samples[i:], func(x, y steadySample) int { return cmp.Compare(x.heap, y.heap) })
+	fmt.Printf("heap: %.1f MB at the first sample after an autovacuum (%d of %d), %.1f MB at the end: %.3f× (largest %.3f×)\n",
+		float64(after.heap)/1e6, i+1, len(samples), float64(last.heap)/1e6,
+		float64(last.heap)/float64(after.heap), float64(largest.heap)/float64(after.heap))
+	b.ReportMetric(float64(last.heap)/float64(after.heap), "heap-end/after-autovacuum")
+	return requests
+}
+
+// interleavedPhase runs -steady.segments segments of -steady.segment against url, the
+// purger on and off in turn, and returns each one's p99 in ms and the requests served.
+func interleavedPhase(b *testing.B, pool *pgxpool.Pool, url string, purger *idem.Purger) (on, off []float64, requests int) {
+	b.Helper()
+	fmt.Printf("\ninterleaved phase: %d segments of %v, the purger on and off in turn\n", *steadySegments, *steadySegment)
+	fmt.Printf("%-8s %-5s %8s %7s %7s %9s %10s %6s %8s\n", "segment", "purge", "req/s", "p50 ms", "p99 ms", "heap MB", "dead", "autovac", "rows")
+	for seg := range *steadySegments {
+		purging := (seg+1)/2%2 == 0 // on, off, off, on, on, off, ...
+		ctx, cancel := context.WithCancel(context.Background())
+		var running sync.WaitGroup
+		if purging {
+			running.Go(func() { purger.Run(ctx) })
+		}
+		r := randomKeys(b, url, 16, *steadySegment)
+		cancel()
+		running.Wait()
+		requests += r.n
+		p99 := ms(percentile(r.lat, 0.99))
+		if purging {
+			on = append(on, p99)
+		} else {
+			off = append(off, p99)
+		}
+		s := sampleTable(b, pool)
+		fmt.Printf("%-8d %-5v %8.0f %7.2f %7.2f %9.1f %10d %6d %8d\n", seg+1, purging, float64(r.n)/r.elapsed.Seconds(),
+			ms(percentile(r.lat, 0.50)), p99, float64(s.heap)/1e6, s.dead, s.autovacuums, s.rows)
+	}
+	return on, off, requests
+}
+
+// printSlowStatements prints the purge statements (on idempotency_keys' expires_at) that
+// the server logged with their duration, when -settings set log_min_duration_statement.
+func printSlowStatements(b *testing.B) {
+	b.Helper()
+	data, err := os.ReadFile(server.c.LogPath())
+	if err != nil {
+		b.Logf("server log: %v", err)
+		return
+	}
+	var lines []string
+	for line := range strings.Lines(string(data)) {
+		if strings.Contains(line, "duration:") && strings.Contains(line, "expires_at") {
+			lines = append(lines, strings.TrimSpace(line))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Printf("\npurge statements in the server log (%d):\n", len(lines))
+	for _, l := range lines[:min(len(lines), 40)] {
+		fmt.Println("  " + l)
+	}
+}

@@ -1,0 +1,114 @@
+package idemvalidate
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+)
+
+// jsonBody is a request's JSON body decoded once, as openapi3filter's JSON body decoder
+// decodes it (encoding/json, numbers as json.Number), with the schema it is validated
+// against. value is nil when the body is left to openapi3filter whole: not JSON, empty,
+// no schema for its media type, or a binary string.
+type jsonBody struct {
+	value any
+	media *openapi3.MediaType
+}
+
+// readJSONBody reads r's body into memory and puts it back for the handler, unchanged.
+// A JSON body (application/json or +json) must be exactly one JSON value: openapi3filter
+// and the generated decoder both read the first value and ignore what follows
+// (`{"n":1}garbage`). When route's operation declares a schema for it, the body is
+// decoded once, checked for case variants (casefold.go) and returned for validateBody.
+func readJSONBody(r *http.Request, route *routers.Route) (jsonBody, error) {
+	ct := r.Header.Get("Content-Type")
+	mt, _, _ := strings.Cut(ct, ";")
+	mt = strings.ToLower(strings.TrimSpace(mt))
+	if r.Body == nil || r.Body == http.NoBody || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
+		return jsonBody{}, nil
+	}
+	data, body, err := readAll(r)
+	var mb *http.MaxBytesError
+	switch {
+	case errors.As(err, &mb):
+		return jsonBody{}, mb
+	case err != nil:
+		return jsonBody{}, &Error{Detail: "request body: " + err.Error(), Err: err}
+	case len(bytes.TrimSpace(data)) == 0:
+		return jsonBody{}, nil // no body: openapi3filter knows whether one is required
+	}
+	if !json.Valid(data) {
+		var v json.RawMessage
+		err := json.Unmarshal(data, &v) // encoding/json's own words for what is wrong
+		return jsonBody{}, &Error{Detail: "request body: " + err.Error(), Err: err}
+	}
+	op := route.Operation
+	if op == nil || op.RequestBody == nil || op.RequestBody.Value == nil {
+		return jsonBody{}, nil
+	}
+	media := op.RequestBody.Value.Content.Get(ct) // as openapi3filter.ValidateRequestBody finds it
+	if media == nil || media.Schema == nil || media.Schema.Value == nil ||
+		(media.Schema.Value.Type.Is("string") && media.Schema.Value.Format == "binary") {
+		return jsonBody{}, nil
+	}
+	dec := json.NewDecoder(body) // the handler's body, read here and rewound
+	dec.UseNumber()
+	var v any
+	err = dec.Decode(&v)
+	body.Reset(data)
+	if err != nil {
+		return jsonBody{}, &Error{Detail: "request body: " + err.Error(), Err: err} // json.Valid held: not reached
+	}
+	if err := caseVariant(v, media.Schema.Value); err != nil {
+		return jsonBody{}, err
+	}
+	if v == nil {
+		return jsonBody{}, nil // the body is null: openapi3filter validates it as it did
+	}
+	return jsonBody{value: v, media: media}, nil
+}
+
+// readAll reads r's body whole and puts the bytes back as its body.
+func readAll(r *http.Request) ([]byte, *bytesBody, error) {
+	data, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	body := &bytesBody{}
+	body.Reset(data)
+	r.Body = body
+	return data, body, err
+}
+
+// bytesBody is a body read into memory: a bytes.Reader that closes (one allocation where
+// io.NopCloser(bytes.NewReader(data)) takes two).
+type bytesBody struct{ bytes.Reader }
+
+// Close does nothing: the bytes stay readable.
+func (*bytesBody) Close() error { return nil }
+
+// validateBody validates the decoded body against its schema with the options
+// openapi3filter.ValidateRequestBody passes, and fails as it does (a RequestError
+// naming the request body, the schema error inside).
+func (v *validator) validateBody(input *openapi3filter.RequestValidationInput, body jsonBody) error {
+	opts := v.bodyOpts
+	if input.Route.Spec.IsOpenAPI31OrLater() {
+		opts = v.bodyOpts31
+	}
+	err := body.media.Schema.Value.VisitJSON(body.value, opts...)
+	if err == nil {
+		return nil
+	}
+	reason := "doesn't match schema" // and the schema's name, as openapi3filter says it
+	if id := strings.TrimSpace(body.media.Schema.Ref); id != "" {
+		reason += " " + id
+	} else if id := strings.TrimSpace(body.media.Schema.Value.Title); id != "" {
+		reason += " " + id
+	}
+	return &openapi3filter.RequestError{Input: input, RequestBody: input.Route.Operation.RequestBody.Value, Reason: reason, Err: err}
+}
