@@ -317,6 +317,10 @@
 //   - A oneOf or anyOf that lists one $ref twice lists it once (oapi-codegen would
 //     declare the member's As, From and Merge methods twice), with a warning.
 //   - OpenAPI 3.1 webhooks and callbacks (requests the service sends) are dropped.
+//   - An operation whose path is another's template with other parameter names
+//     (/things/{name} beside /things/{id}, which OpenAPI forbids) and whose method the
+//     other serves too is left out of the server, with a warning (paths in name order):
+//     net/http's ServeMux would panic on registering it. A marked one is an error.
 //   - A $ref to a parameter, body or response that is not a component of its kind (a
 //     bundler's "#/paths/~1things/get/parameters/1") is inlined; the target of a schema
 //     $ref that is not a components/schemas entry ("#/components/schemas/Order/properties/

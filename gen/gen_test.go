@@ -28,58 +28,59 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/go
 // compiled by TestCompile, and the petstore one is run against PostgreSQL by
 // gen/internal/e2e.
 var goldenCases = []string{
-	"truemarker",    // x-idempotent: true
-	"fullobject",    // every marker field
-	"defaults",      // x-idempotent-defaults at the root, overridden per operation
-	"customheader",  // another header name: injected when undeclared, the declared one otherwise
-	"bodykey",       // the key in a body field (JSON pointer), also nested
-	"pathquery",     // path (path-item level too) and query parameters in the fingerprint
-	"collisions",    // two schemas with one Go name, an enum constant named like a type
-	"petstore",      // ../shared/specs/petstore-expanded.yaml with its POST (addPet) marked
-	"bodies",        // no input, multipart, raw bytes, text, form, two content types
-	"keyspec",       // keys the spec declares: x-idempotency-key uuid, maxLength/pattern, a required body key; own 409/422; fingerprint-headers
-	"methods",       // x-idempotent-defaults.methods: every POST marked, one opted out, a stream left unmarked
-	"names",         // valid specs oapi-codegen alone fails on: name collisions, a schema named "400", webhooks, ...
-	"fieldnames",    // properties whose names are one Go field name (isGlobal, is_global)
-	"otherjson",     // class 5: inline enums in application/hal+json (problem+json, ...) responses: declared under the name used
-	"enumconsts",    // class 5: enum constants named like a type, a server function or another enum's constant
-	"statuscodes",   // class 5: a schema and a response named "400" with inline array items (N400_Details_Item)
-	"dateenum",      // class 5: enums of format: date strings
-	"unicode",       // JSON with UTF-16 surrogate pair escapes (read by kin-openapi's loader: its YAML parser refuses them)
-	"jsontree",      // JSON decoded from idemgen's own node tree (jsondoc.go): refs, numbers, escapes, enums, defaults
-	"multifile",     // $refs to schemas and responses in other files
-	"ecmapattern",   // issue 17 class 1: ECMA-262 key and body patterns (a negative lookahead)
-	"bodykeys",      // class 2: the key a JSON or form body declares; a property that only suggests it
-	"convention",    // class 3: the added header named as the spec's other operations name theirs
-	"caseheader",    // class 4: one key header declared twice in different cases: the stricter wins
-	"contentref",    // class 6: a bundler's content: {$ref: ...} to a content map, resolved
-	"keyplaces",     // class 7: the key declared on a GET too, and as a header and a query parameter
-	"chirouter",     // routers.yaml with -router chi (served by gen/internal/e2e, as are the five below)
-	"echorouter",    // routers.yaml with -router echo
-	"ginrouter",     // routers.yaml with -router gin
-	"chiexternal",   // routers.yaml with -base=external beside oapi-codegen's own chi strict server
-	"echoexternal",  // the same for echo
-	"ginexternal",   // the same for gin
-	"redisstore",    // store: redis beside PostgreSQL operations (idem/idemredis compiles it: not a dependency of this module)
-	"redisonly",     // store: redis as the document default, every POST marked
-	"unionbody",     // inline oneOf/anyOf request bodies (oapi-codegen issue 2498): moved into components, their JSON kept
-	"unionmembers",  // inline union members oapi-codegen names alike (Foo.bar's and FooBar's FooBar0): moved into components
-	"unionlists",    // a oneOf listing one $ref twice (methods declared twice), an inline member oapi-codegen cannot type
-	"degraded",      // schemas oapi-codegen cannot type: a 3.1 multi-type scalar (json.RawMessage, warned), null in an integer enum
-	"degradedops",   // the same outside components/schemas: parameters (string), bodies, responses, headers
-	"allofmerge",    // allOf members oapi-codegen cannot merge (two types, formats, additionalProperties, discriminators; nested)
-	"deepref",       // a $ref into another operation's parameters (#/paths/.../parameters/1): inlined
-	"deepschemaref", // schema $refs into another schema's properties or items, or an operation's body: moved into components
-	"binarybodies",  // a body in several binary media types: one Body field (oapi-codegen declares one per type)
-	"gonames",       // path parameters named like generated variables (w, err, url), CJK names, properties named like members
-	"enumvalues",    // enum values a constant of the Go type cannot hold (2.5 in an integer enum), repeats beside x-enum-varnames
-	"extensions",    // oapi-codegen extensions in shapes it cannot use (go-swagger's x-go-type object, an x-go-name that is no identifier)
-	"textnames",     // names oapi-codegen refuses to copy into Go: a quoted property name, a format, a discriminator key with a backslash
-	"textbody",      // text/plain request bodies of an object, a number, a date-time: typed as string
-	"responsetypes", // inline types of components/responses: declared under the names the strict server uses
-	"client",        // client.yaml with -client: oapi-codegen's client and IdempotentClient beside the server
-	"clientonly",    // client.yaml with -client -server=false: models and client only
-	"overlay",       // an unmarked openapi.yaml marked by overlay.yaml (Options.Overlays)
+	"truemarker",      // x-idempotent: true
+	"fullobject",      // every marker field
+	"defaults",        // x-idempotent-defaults at the root, overridden per operation
+	"customheader",    // another header name: injected when undeclared, the declared one otherwise
+	"bodykey",         // the key in a body field (JSON pointer), also nested
+	"pathquery",       // path (path-item level too) and query parameters in the fingerprint
+	"collisions",      // two schemas with one Go name, an enum constant named like a type
+	"petstore",        // ../shared/specs/petstore-expanded.yaml with its POST (addPet) marked
+	"bodies",          // no input, multipart, raw bytes, text, form, two content types
+	"keyspec",         // keys the spec declares: x-idempotency-key uuid, maxLength/pattern, a required body key; own 409/422; fingerprint-headers
+	"methods",         // x-idempotent-defaults.methods: every POST marked, one opted out, a stream left unmarked
+	"names",           // valid specs oapi-codegen alone fails on: name collisions, a schema named "400", webhooks, ...
+	"fieldnames",      // properties whose names are one Go field name (isGlobal, is_global)
+	"otherjson",       // class 5: inline enums in application/hal+json (problem+json, ...) responses: declared under the name used
+	"enumconsts",      // class 5: enum constants named like a type, a server function or another enum's constant
+	"statuscodes",     // class 5: a schema and a response named "400" with inline array items (N400_Details_Item)
+	"dateenum",        // class 5: enums of format: date strings
+	"unicode",         // JSON with UTF-16 surrogate pair escapes (read by kin-openapi's loader: its YAML parser refuses them)
+	"jsontree",        // JSON decoded from idemgen's own node tree (jsondoc.go): refs, numbers, escapes, enums, defaults
+	"multifile",       // $refs to schemas and responses in other files
+	"ecmapattern",     // issue 17 class 1: ECMA-262 key and body patterns (a negative lookahead)
+	"bodykeys",        // class 2: the key a JSON or form body declares; a property that only suggests it
+	"convention",      // class 3: the added header named as the spec's other operations name theirs
+	"caseheader",      // class 4: one key header declared twice in different cases: the stricter wins
+	"contentref",      // class 6: a bundler's content: {$ref: ...} to a content map, resolved
+	"keyplaces",       // class 7: the key declared on a GET too, and as a header and a query parameter
+	"chirouter",       // routers.yaml with -router chi (served by gen/internal/e2e, as are the five below)
+	"echorouter",      // routers.yaml with -router echo
+	"ginrouter",       // routers.yaml with -router gin
+	"chiexternal",     // routers.yaml with -base=external beside oapi-codegen's own chi strict server
+	"echoexternal",    // the same for echo
+	"ginexternal",     // the same for gin
+	"redisstore",      // store: redis beside PostgreSQL operations (idem/idemredis compiles it: not a dependency of this module)
+	"redisonly",       // store: redis as the document default, every POST marked
+	"unionbody",       // inline oneOf/anyOf request bodies (oapi-codegen issue 2498): moved into components, their JSON kept
+	"unionmembers",    // inline union members oapi-codegen names alike (Foo.bar's and FooBar's FooBar0): moved into components
+	"unionlists",      // a oneOf listing one $ref twice (methods declared twice), an inline member oapi-codegen cannot type
+	"degraded",        // schemas oapi-codegen cannot type: a 3.1 multi-type scalar (json.RawMessage, warned), null in an integer enum
+	"degradedops",     // the same outside components/schemas: parameters (string), bodies, responses, headers
+	"allofmerge",      // allOf members oapi-codegen cannot merge (two types, formats, additionalProperties, discriminators; nested)
+	"deepref",         // a $ref into another operation's parameters (#/paths/.../parameters/1): inlined
+	"deepschemaref",   // schema $refs into another schema's properties or items, or an operation's body: moved into components
+	"binarybodies",    // a body in several binary media types: one Body field (oapi-codegen declares one per type)
+	"gonames",         // path parameters named like generated variables (w, err, url), CJK names, properties named like members
+	"enumvalues",      // enum values a constant of the Go type cannot hold (2.5 in an integer enum), repeats beside x-enum-varnames
+	"extensions",      // oapi-codegen extensions in shapes it cannot use (go-swagger's x-go-type object, an x-go-name that is no identifier)
+	"textnames",       // names oapi-codegen refuses to copy into Go: a quoted property name, a format, a discriminator key with a backslash
+	"textbody",        // text/plain request bodies of an object, a number, a date-time: typed as string
+	"equivalentpaths", // paths one template apart (/a/{id}, /a/{name}): the second GET left out of the server (ServeMux would panic)
+	"responsetypes",   // inline types of components/responses: declared under the names the strict server uses
+	"client",          // client.yaml with -client: oapi-codegen's client and IdempotentClient beside the server
+	"clientonly",      // client.yaml with -client -server=false: models and client only
+	"overlay",         // an unmarked openapi.yaml marked by overlay.yaml (Options.Overlays)
 }
 
 // goldenOverlays are the cases generated with overlays: the files of their directory.
@@ -434,6 +435,8 @@ func TestErrors(t *testing.T) {
 			`testdata/errors/unwritable.yaml:14:10: oapi-codegen cannot write the parameter name "x\"y" into Go (it holds a quote, a backtick or a control character), and the server needs it as written; rename the parameter`,
 			`testdata/errors/unwritable.yaml:23:11: oapi-codegen cannot write the parameter name "a\tb" into Go (it holds a quote, a backtick or a control character), and the server needs it as written; rename the parameter`,
 		}, "\n")},
+		// A marked operation whose route another path serves (one template apart).
+		{"equivalent-paths.yaml", `testdata/errors/equivalent-paths.yaml:14:5: POST /things/{name} is POST /things/{id} with other parameter names, which OpenAPI forbids and a server cannot route apart; merge the two paths`},
 		// An invalid spec is reported as such before anything else: no warning about the
 		// schema idemgen would type loosely, no oapi-codegen message.
 		{"invalid-first.yaml", strings.Join([]string{

@@ -1,8 +1,8 @@
 // Package base is the fourth step of idemgen's generator (package gen): oapi-codegen's
 // output, the base the idempotent layer stands on. Before oapi-codegen runs it rewrites the
 // loaded document (spec.Spec.Doc, in memory) so that every valid spec gets a base that
-// compiles (names.go, rewrite.go, methodbodies.go: unique, valid Go names, the key
-// headers, what oapi-codegen cannot generate; gen's package doc, "The base", lists the
+// compiles (unique, valid Go names, the key headers, what oapi-codegen cannot generate,
+// and what it cannot type, typed loosely with a warning; gen's package doc, "The base", lists the
 // rules); then it runs oapi-codegen v2 as a library, once, serialised (its pkg/codegen
 // keeps package-level state: codegenstate.go), and formats the result once (Format).
 // With -base=external it runs no generator: CheckExternal reads the package's own
@@ -18,6 +18,9 @@
 // (oapi-codegen's package state), components.go (the components oapi-codegen types),
 // degrade.go (what oapi-codegen cannot type, typed loosely), failures.go (what it still
 // cannot generate, located; its operations), names.go (every Go name the base declares,
-// collisions resolved), methodbodies.go, rewrite.go (the document rewritten for the base),
-// base.go (Generate, Format), external.go (-base=external).
+// collisions resolved), fieldnames.go (operations', parameters' and properties' Go
+// names), enumvalues.go, extensions.go (oapi-codegen's extensions it cannot use), text.go
+// (names it cannot copy into Go), refs.go ($refs it does not follow), schemas.go (one
+// schema at a time), methodbodies.go, rewrite.go (the document rewritten for the base:
+// prepareBase), base.go (Generate, Format), external.go (-base=external).
 package base

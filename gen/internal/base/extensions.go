@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"go/parser"
 	"go/token"
+	"slices"
 	"strings"
 	"unicode"
 
@@ -50,6 +51,28 @@ func unusableExtensions(ext map[string]any, at []string) []Degradation {
 			Why:  fmt.Sprintf("oapi-codegen cannot use this %s: %s", e.name, why),
 			Did:  "leaves it out of the base (its Go code is oapi-codegen's default for the schema)",
 		})
+	}
+	return out
+}
+
+// propertyExtensions applies unusableExtensions to the extensions of s and of its
+// properties (their $refs' and their inline schemas'), before the properties' Go names
+// are made unique; keys is the place of s.
+func propertyExtensions(s *openapi3.Schema, keys []string) []Degradation {
+	var out []Degradation
+	if len(s.Extensions) > 0 {
+		out = unusableExtensions(s.Extensions, keys)
+	}
+	for name, p := range s.Properties {
+		if p == nil {
+			continue
+		}
+		if len(p.Extensions) > 0 {
+			out = append(out, unusableExtensions(p.Extensions, append(slices.Clip(keys), "properties", name))...)
+		}
+		if p.Ref == "" && p.Value != nil && len(p.Value.Extensions) > 0 {
+			out = append(out, unusableExtensions(p.Value.Extensions, append(slices.Clip(keys), "properties", name))...)
+		}
 	}
 	return out
 }

@@ -2,9 +2,8 @@ package base
 
 import (
 	"fmt"
-	"net/url"
+	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/getkin/kin-openapi/openapi3"
@@ -24,16 +23,58 @@ import (
 // client are reserved too.
 func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, client, deepRefs bool) ([]codegen.OperationDefinition, []Degradation, error) {
 	doc.Webhooks = nil // OpenAPI 3.1 webhooks are requests the service sends, not serves
+	degraded, err := documentRewrites(doc, m, external, router, deepRefs)
+	if err != nil {
+		return nil, degraded, err
+	}
+	operationRewrites(doc, m, external)
+	if !external {
+		more, err := componentMethodBodies(doc)
+		degraded = append(degraded, more...)
+		if err != nil {
+			return nil, degraded, err
+		}
+		if router != "" { // a strict server
+			componentResponseBodies(doc)
+		}
+	}
+	degraded = append(degraded, schemaRewrites(doc)...)
+	ops, more, err := resolveNames(doc, router, client)
+	return ops, append(degraded, more...), err
+}
+
+// documentRewrites are the rewrites of the whole document that come first: the names
+// oapi-codegen cannot write (a Failure), the extensions it cannot use, the routes a server
+// cannot tell apart, the $refs it does not follow, the text bodies it cannot convert.
+func documentRewrites(doc *openapi3.T, m *model.Model, external bool, router string, deepRefs bool) ([]Degradation, error) {
 	if fails := unwritableNames(doc); len(fails) > 0 {
-		return nil, nil, fails
+		return nil, fails
 	}
 	degraded := componentExtensions(doc)
+	if !external && router != "" { // a server, which routes
+		marked := map[string]bool{}
+		for _, o := range m.Ops {
+			marked[o.Method+" "+o.Path] = true
+		}
+		routes, fails := equivalentRoutes(doc, marked)
+		if len(fails) > 0 {
+			return degraded, fails
+		}
+		degraded = append(degraded, routes...)
+	}
 	if deepRefs {
 		componentDeepSchemaRefs(doc)
 	}
 	if !external {
 		degraded = append(degraded, textBodies(doc)...)
 	}
+	return degraded, nil
+}
+
+// operationRewrites are the rewrites of the operations: the key headers, unique Go names
+// for the operations and their parameters, the $refs into other operations inlined,
+// callbacks dropped, responses oapi-codegen would type as interfaces.
+func operationRewrites(doc *openapi3.T, m *model.Model, external bool) {
 	for _, o := range m.Ops {
 		if o.Key.Header != "" && !external {
 			keyHeader(doc, o)
@@ -57,16 +98,12 @@ func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, 
 			bodylessResponse("", r)
 		}
 	}
-	if !external {
-		more, err := componentMethodBodies(doc)
-		degraded = append(degraded, more...)
-		if err != nil {
-			return nil, degraded, err
-		}
-		if router != "" { // a strict server
-			componentResponseBodies(doc)
-		}
-	}
+}
+
+// schemaRewrites are the rewrites of each schema (and of the extensions beside each
+// $ref), in one walk, and what they simplified.
+func schemaRewrites(doc *openapi3.T) []Degradation {
+	var degraded []Degradation
 	spec.WalkSchemas(doc, func(keys []string, r *openapi3.SchemaRef, first bool) {
 		if len(r.Extensions) > 0 { // beside a $ref
 			degraded = append(degraded, unusableExtensions(r.Extensions, keys)...)
@@ -75,20 +112,7 @@ func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, 
 			return
 		}
 		s := r.Value
-		if len(s.Extensions) > 0 {
-			degraded = append(degraded, unusableExtensions(s.Extensions, keys)...)
-		}
-		for name, p := range s.Properties { // before their names are made unique
-			if p == nil {
-				continue
-			}
-			if len(p.Extensions) > 0 {
-				degraded = append(degraded, unusableExtensions(p.Extensions, append(slices.Clip(keys), "properties", name))...)
-			}
-			if p.Ref == "" && p.Value != nil && len(p.Value.Extensions) > 0 {
-				degraded = append(degraded, unusableExtensions(p.Value.Extensions, append(slices.Clip(keys), "properties", name))...)
-			}
-		}
+		degraded = append(degraded, propertyExtensions(s, keys)...)
 		normalizeAllOf(s)
 		undiscriminated := dropUnmappedDiscriminator(s)
 		uniqueFieldNames(s)
@@ -100,8 +124,7 @@ func prepareBase(doc *openapi3.T, m *model.Model, external bool, router string, 
 			}
 		}
 	})
-	ops, more, err := resolveNames(doc, router, client)
-	return ops, append(degraded, more...), err
+	return degraded
 }
 
 // keyHeader makes the key header of o an optional string header of the operation in the
@@ -120,73 +143,6 @@ func keyHeader(doc *openapi3.T, o *model.Operation) {
 	})
 	p := openapi3.NewHeaderParameter(o.Key.Header).WithSchema(openapi3.NewStringSchema()).WithDescription(desc)
 	op.Parameters = append(op.Parameters, &openapi3.ParameterRef{Value: p})
-}
-
-// enumOfStrings drops the format of a string enum whose format oapi-codegen maps to a Go
-// type that is not a string (format: date is openapi_types.Date, date-time time.Time,
-// uuid openapi_types.UUID, ...): it cannot declare the enum's constants in such a type
-// ("2023-09-01" is no Date constant) and refuses the spec. The enum becomes a string type
-// with its constants; the JSON is the same string.
-func enumOfStrings(s *openapi3.Schema) *Degradation {
-	if len(s.Enum) == 0 || s.Format == "" || !s.Type.Is(openapi3.TypeString) || s.Extensions["x-go-type"] != nil {
-		return nil
-	}
-	gs, err := codegen.GenerateGoSchema(&openapi3.SchemaRef{Value: s}, []string{"Enum"})
-	if err != nil || gs.GoType == "string" {
-		return nil
-	}
-	s.Format = ""
-	return &Degradation{Why: fmt.Sprintf("oapi-codegen cannot declare the enum's values as constants of %s (format: %s)", gs.GoType, gs.OAPISchema.Format),
-		Did: "types the enum as a string type with its constants (the JSON is the same)"}
-}
-
-// inlineDeepRefs replaces, in an operation and its path item, a $ref to a parameter,
-// request body or response that is not a component of its kind
-// ("#/paths/~1things~1%7Bid%7D/get/parameters/1", a bundler's reference into another
-// operation) by the value kin-openapi resolved: oapi-codegen follows only
-// "#/components/<kind>/<name>" and fails on the others ("unexpected reference depth").
-func inlineDeepRefs(item *openapi3.PathItem, op *openapi3.Operation) {
-	deep := func(ref, kind string) bool {
-		if !strings.HasPrefix(ref, "#/") {
-			return false // another file's: internalized first
-		}
-		parts := strings.Split(strings.TrimPrefix(ref, "#/"), "/")
-		return len(parts) != 3 || parts[0] != "components" || parts[1] != kind
-	}
-	params := func(ps openapi3.Parameters) {
-		for i, p := range ps {
-			if p != nil && p.Value != nil && deep(p.Ref, "parameters") {
-				ps[i] = &openapi3.ParameterRef{Value: p.Value}
-			}
-		}
-	}
-	params(item.Parameters)
-	params(op.Parameters)
-	if b := op.RequestBody; b != nil && b.Value != nil && deep(b.Ref, "requestBodies") {
-		op.RequestBody = &openapi3.RequestBodyRef{Value: b.Value}
-	}
-	if op.Responses != nil {
-		for code, r := range op.Responses.Map() {
-			if r != nil && r.Value != nil && deep(r.Ref, "responses") {
-				op.Responses.Set(code, &openapi3.ResponseRef{Value: r.Value})
-			}
-		}
-	}
-}
-
-// enumWithoutNull drops null from the values of an enum that is not of strings (3.1's
-// `enum: [1, 2, null]`, with `type: [integer, "null"]` or without): oapi-codegen declares a
-// constant per value and refuses null in an integer or number type ("is not a number or
-// boolean literal"). The schema is nullable instead: the field is a pointer, nil for null;
-// the requests are still validated against the enum as written.
-func enumWithoutNull(s *openapi3.Schema) *Degradation {
-	if len(s.Enum) == 0 || s.Type.Is(openapi3.TypeString) || !slices.Contains(s.Enum, nil) {
-		return nil
-	}
-	s.Enum = slices.DeleteFunc(s.Enum, func(v any) bool { return v == nil })
-	s.Nullable = true
-	return &Degradation{Why: "oapi-codegen cannot declare null as a constant of the enum's Go type",
-		Did: "leaves null out of its constants and makes the field a pointer, nil for null (validation still reads the enum as written)"}
 }
 
 // bodylessResponse fixes response content that oapi-codegen would declare as an interface
@@ -220,83 +176,6 @@ func isAnySchema(s *openapi3.Schema) bool {
 		s.AdditionalProperties.Has == nil && len(s.AllOf)+len(s.OneOf)+len(s.AnyOf) == 0 && s.Items == nil &&
 		len(s.Enum) == 0 && s.Const == nil && s.Extensions["x-go-type"] == nil)
 }
-
-// normalizeAllOf clears, on the members of an allOf, the keywords that do not shape the
-// Go type but that oapi-codegen refuses to merge when they differ (readOnly, writeOnly,
-// allowEmptyValue, uniqueItems, exclusiveMinimum/Maximum, default). Members are replaced
-// by copies, so a component used elsewhere keeps its keywords there.
-func normalizeAllOf(s *openapi3.Schema) {
-	if len(s.AllOf) == 0 || (len(s.AllOf) == 1 && !hasSiblings(s)) {
-		return
-	}
-	for i, m := range s.AllOf {
-		if m == nil || m.Value == nil || !hasMergeFlags(m.Value) {
-			continue
-		}
-		c := *m.Value
-		clearMergeFlags(&c)
-		s.AllOf[i] = &openapi3.SchemaRef{Ref: m.Ref, Extensions: m.Extensions, Value: &c}
-	}
-	if hasSiblings(s) {
-		clearMergeFlags(s) // oapi-codegen merges the parent as a member too
-	}
-}
-
-func hasSiblings(s *openapi3.Schema) bool {
-	return len(s.Properties) > 0 || len(s.Required) > 0 || s.AdditionalProperties.Schema != nil || s.AdditionalProperties.Has != nil
-}
-
-func hasMergeFlags(s *openapi3.Schema) bool {
-	return s.ReadOnly || s.WriteOnly || s.AllowEmptyValue || s.UniqueItems || s.Default != nil ||
-		s.ExclusiveMin.IsSet() || s.ExclusiveMax.IsSet()
-}
-
-func clearMergeFlags(s *openapi3.Schema) {
-	s.ReadOnly, s.WriteOnly, s.AllowEmptyValue, s.UniqueItems, s.Default = false, false, false, false, nil
-	s.ExclusiveMin, s.ExclusiveMax = openapi3.ExclusiveBound{}, openapi3.ExclusiveBound{}
-}
-
-// dropUnmappedDiscriminator removes a discriminator oapi-codegen cannot map to every member
-// of its oneOf/anyOf (inline members, members sharing a name): the union is then generated
-// without its discriminator accessors. The JSON it reads and writes is the same.
-func dropUnmappedDiscriminator(s *openapi3.Schema) *Degradation {
-	d := s.Discriminator
-	if d == nil {
-		return nil
-	}
-	for _, members := range []openapi3.SchemaRefs{s.OneOf, s.AnyOf} {
-		keys := map[string]bool{}
-		n := 0
-		for _, m := range members {
-			if m == nil || m.Value == nil || m.Value.Type.Is(openapi3.TypeNull) {
-				continue
-			}
-			n++
-			if m.Ref == "" && len(d.Mapping) > 0 {
-				s.Discriminator = nil
-				return unmappedDiscriminator
-			}
-			mapped := false
-			for k, v := range d.Mapping {
-				if v.Ref == m.Ref {
-					keys[k], mapped = true, true
-				}
-			}
-			if !mapped {
-				keys[m.Ref[strings.LastIndexByte(m.Ref, '/')+1:]] = true
-			}
-		}
-		if len(keys) < n {
-			s.Discriminator = nil
-			return unmappedDiscriminator
-		}
-	}
-	return nil
-}
-
-// unmappedDiscriminator is dropUnmappedDiscriminator's report.
-var unmappedDiscriminator = &Degradation{Why: "oapi-codegen cannot map the discriminator to every member of the union (an inline member, members sharing a name)",
-	Did: "generates the union without its discriminator accessors (its JSON is the same)"}
 
 // textBodies gives a text/plain request body whose schema is not a string a string schema
 // in the base, and reports each: oapi-codegen's strict server converts the body's bytes to
@@ -334,100 +213,46 @@ func textBodies(doc *openapi3.T) []Degradation {
 	return out
 }
 
-// componentDeepSchemaRefs moves the target of every schema $ref that is not a
-// components/schemas entry ("#/components/schemas/Order/properties/status", a bundler's
-// "#/paths/~1orders/post/requestBody/content/application~1json/schema") into
-// components/schemas, under a name made of the pointer's names (OrderStatus), and points
-// the $ref at it: oapi-codegen follows only #/components/schemas/<name> ("unexpected
-// reference depth: 6"). The target stays where it is too (typed there as before); every
-// $ref to it shares the one component, which a $ref inside it may name (a recursive
-// schema).
-func componentDeepSchemaRefs(doc *openapi3.T) {
-	var moved map[string]string // pointer → component
-	spec.WalkSchemas(doc, func(_ []string, r *openapi3.SchemaRef, _ bool) {
-		if !deepSchemaRef(r.Ref) || r.Value == nil {
-			return
-		}
-		if moved == nil {
-			moved = map[string]string{}
-		}
-		name, ok := moved[r.Ref]
-		if !ok {
-			name = deepRefName(doc, r.Ref)
-			moved[r.Ref] = name
-			if doc.Components.Schemas == nil {
-				doc.Components.Schemas = openapi3.Schemas{}
-			}
-			doc.Components.Schemas[name] = &openapi3.SchemaRef{Value: r.Value}
-		}
-		r.Ref = "#/components/schemas/" + name
-	})
-}
-
-// structural are the keys of a JSON pointer into a document that name no schema.
-var structural = setOf("components", "schemas", "parameters", "requestBodies", "responses", "headers",
-	"properties", "items", "additionalProperties", "allOf", "oneOf", "anyOf", "paths", "requestBody",
-	"content", "schema")
-
-// deepSchemaRef reports a local $ref that is not "#/components/schemas/<name>".
-func deepSchemaRef(ref string) bool {
-	if !strings.HasPrefix(ref, "#/") {
-		return false
+// equivalentRoutes leaves out of the base an operation whose path is an earlier path's (in
+// name order) template with other parameter names (/things/{name} beside /things/{id}) and whose method
+// the earlier one serves too, with a warning: the OpenAPI specification forbids such paths
+// ("as they are identical"), and the server cannot route both (net/http's ServeMux panics
+// when the second is registered). A marked operation cannot be left out: it is a Failure.
+// The other methods of such a path are served.
+func equivalentRoutes(doc *openapi3.T, marked map[string]bool) ([]Degradation, Failures) {
+	if doc.Paths == nil {
+		return nil, nil
 	}
-	parts := strings.Split(ref[2:], "/")
-	return len(parts) != 3 || parts[0] != "components" || parts[1] != "schemas"
-}
-
-// deepRefName is a free components/schemas key for the target of ref, made of its
-// pointer's names without the structural ones (components, schemas, properties, items,
-// paths, requestBody, content and its media type, ...): OrderStatus, NotesPostTag.
-func deepRefName(doc *openapi3.T, ref string) string {
-	var words []string
-	prev := ""
-	for _, tok := range strings.Split(ref[2:], "/") {
-		tok, _ = url.PathUnescape(spec.UnescapePointer(tok))
-		if !structural[tok] && prev != "content" {
-			words = append(words, tok)
-		}
-		prev = tok
-	}
-	base := goName(strings.Join(words, " "))
-	if doc.Components == nil {
-		doc.Components = &openapi3.Components{}
-	}
-	name := base
-	for i := 2; doc.Components.Schemas[name] != nil; i++ {
-		name = base + strconv.Itoa(i)
-	}
-	return name
-}
-
-// uniqueUnionMembers drops from a oneOf or anyOf a $ref member listed before (the same
-// $ref), and reports it: oapi-codegen declares a union's AsA, FromA and MergeA methods per
-// member, twice for it ("method Thing.AsA already declared"). The union's JSON is the
-// same.
-func uniqueUnionMembers(s *openapi3.Schema) *Degradation {
-	var dropped []string
-	for _, members := range []*openapi3.SchemaRefs{&s.OneOf, &s.AnyOf} {
-		if len(*members) < 2 {
+	var degraded []Degradation
+	var fails Failures
+	first := map[string]string{} // template shape → the first path of it, in name order
+	for _, path := range spec.SortedKeys(doc.Paths.Map()) {
+		shape := templateParam.ReplaceAllString(path, "{}")
+		earlier, dup := first[shape]
+		if !dup {
+			first[shape] = path
 			continue
 		}
-		seen := map[string]bool{}
-		*members = slices.DeleteFunc(*members, func(m *openapi3.SchemaRef) bool {
-			if m == nil || m.Ref == "" {
-				return false
+		item, served := doc.Paths.Value(path), doc.Paths.Value(earlier).Operations()
+		for method := range item.Operations() {
+			if served[method] == nil {
+				continue
 			}
-			if seen[m.Ref] {
-				dropped = append(dropped, m.Ref)
-				return true
+			keys := []string{"paths", path, strings.ToLower(method)}
+			why := fmt.Sprintf("%s %s is %s %s with other parameter names, which OpenAPI forbids and a server cannot route apart", method, path, method, earlier)
+			if marked[method+" "+path] {
+				fails = append(fails, Failure{Keys: keys, Msg: why + "; merge the two paths"})
+				continue
 			}
-			seen[m.Ref] = true
-			return false
-		})
+			item.SetOperation(method, nil)
+			degraded = append(degraded, Degradation{Keys: keys, Why: why, Did: "leaves it out of the server (the spec file is unchanged; merge the two paths)"})
+		}
+		if len(item.Operations()) == 0 {
+			doc.Paths.Delete(path)
+		}
 	}
-	if dropped == nil {
-		return nil
-	}
-	return &Degradation{Why: fmt.Sprintf("the union lists %s more than once, and oapi-codegen declares a member's methods once per listing", strings.Join(dropped, ", ")),
-		Did: "lists each member once in the base (validation still reads the union as written)"}
+	return degraded, fails
 }
+
+// templateParam is a path template's parameter: {id}.
+var templateParam = regexp.MustCompile(`\{[^{}]*\}`)
