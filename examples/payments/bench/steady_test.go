@@ -27,6 +27,7 @@ var (
 	steadySegments = flag.Int("steady.segments", 6, "BenchmarkSteady: segments of the interleaved phase, purge on and off in turn (on, off, off, on, on, off, ...)")
 	steadySegment  = flag.Duration("steady.segment", 2*time.Minute, "BenchmarkSteady: length of one interleaved segment")
 	steadyInterval = flag.Duration("steady.interval", time.Minute, "BenchmarkSteady: the purger's interval")
+	steadyBatch    = flag.Int("steady.batch", idem.DefaultPurgeBatchSize, "BenchmarkSteady: the purger's rows per batch")
 	steadySmall    = flag.Duration("steady.small", 3*time.Minute, "BenchmarkSteady: length of the 10k-row table's run its WAL per request is compared with")
 )
 
@@ -80,7 +81,7 @@ func (p *purgeStats) report(r idem.PurgeResult) {
 // BenchmarkSteady is the key table over a long steady run: the generated handler
 // (POST /payments) at c=16 against a key table bulk-loaded to -steady.rows rows whose rows
 // expire at -steady.expiry per second (about the rate of the inserts, so the table keeps
-// its size), with idem's Purger (batch 1,000, interval -steady.interval). Two phases:
+// its size), with idem's Purger (batch -steady.batch, interval -steady.interval). Two phases:
 //
 //   - steady: -steady.duration with the purger on throughout, the table sampled every
 //     -steady.sample (req/s, p50, p99, the heap's size, dead tuples, autovacuum runs);
@@ -120,7 +121,7 @@ func BenchmarkSteady(b *testing.B) {
 	// The rows that expired during the load are purged and vacuumed first: the run starts
 	// from a table in its steady state.
 	stats := purgeStats{start: time.Now()}
-	purger := idem.NewPurger(idem.NewStore(large), *steadyInterval, 1000, stats.report)
+	purger := idem.NewPurger(idem.NewStore(large), *steadyInterval, *steadyBatch, stats.report)
 	if r := purger.Once(context.Background()); r.Err != nil {
 		b.Fatal(r.Err)
 	} else {
@@ -184,6 +185,8 @@ func steadyPhase(b *testing.B, pool *pgxpool.Pool, url string, purger *idem.Purg
 	fmt.Printf("heap: %.1f MB at the first sample after an autovacuum (%d of %d), %.1f MB at the end: %.3f× (largest %.3f×)\n",
 		float64(after.heap)/1e6, i+1, len(samples), float64(last.heap)/1e6,
 		float64(last.heap)/float64(after.heap), float64(largest.heap)/float64(after.heap))
+	fmt.Printf("live rows: %d → %d (%.3f×); heap per live row %.0f → %.0f B\n", after.rows, last.rows,
+		float64(last.rows)/float64(after.rows), float64(after.heap)/float64(after.rows), float64(last.heap)/float64(last.rows))
 	b.ReportMetric(float64(last.heap)/float64(after.heap), "heap-end/after-autovacuum")
 	return requests
 }
@@ -218,8 +221,9 @@ func interleavedPhase(b *testing.B, pool *pgxpool.Pool, url string, purger *idem
 	return on, off, requests
 }
 
-// printSlowStatements prints the purge statements (on idempotency_keys' expires_at) that
-// the server logged with their duration, when -settings set log_min_duration_statement.
+// printSlowStatements prints the purge statements (PurgeBound, PurgeExpired) that the
+// server logged with their duration and bounds, when -settings set
+// log_min_duration_statement.
 func printSlowStatements(b *testing.B) {
 	b.Helper()
 	data, err := os.ReadFile(server.c.LogPath())
@@ -228,9 +232,16 @@ func printSlowStatements(b *testing.B) {
 		return
 	}
 	var lines []string
+	var bounds int // the logged statement's lines still to print: its WHERE clause
 	for line := range strings.Lines(string(data)) {
-		if strings.Contains(line, "duration:") && strings.Contains(line, "expires_at") {
-			lines = append(lines, strings.TrimSpace(line))
+		switch {
+		case strings.Contains(line, "duration:") && strings.Contains(line, "name: Purge"):
+			lines, bounds = append(lines, strings.TrimSpace(line)), 3
+		case bounds > 0 && strings.HasPrefix(line, "\t"):
+			lines[len(lines)-1] += " " + strings.TrimSpace(line)
+			bounds--
+		default:
+			bounds = 0
 		}
 	}
 	if len(lines) == 0 {
