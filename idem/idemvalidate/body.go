@@ -35,13 +35,10 @@ func readJSONBody(r *http.Request, route *routers.Route) (jsonBody, error) {
 		return jsonBody{}, nil
 	}
 	data, body, err := readAll(r)
-	var mb *http.MaxBytesError
-	switch {
-	case errors.As(err, &mb):
-		return jsonBody{}, mb
-	case err != nil:
-		return jsonBody{}, &Error{Detail: "request body: " + err.Error(), Err: err}
-	case len(bytes.TrimSpace(data)) == 0:
+	if err != nil {
+		return jsonBody{}, readError(err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
 		return jsonBody{}, nil // no body: openapi3filter knows whether one is required
 	}
 	if !json.Valid(data) {
@@ -73,6 +70,16 @@ func readJSONBody(r *http.Request, route *routers.Route) (jsonBody, error) {
 		return jsonBody{}, nil // the body is null: openapi3filter validates it as it did
 	}
 	return jsonBody{value: v, media: media}, nil
+}
+
+// readError is the error of a body that could not be read: the *http.MaxBytesError of a
+// body over the limit (413), else a 400's.
+func readError(err error) error {
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		return mb
+	}
+	return &Error{Detail: "request body: " + err.Error(), Err: err}
 }
 
 // readAll reads r's body whole and puts the bytes back as its body.

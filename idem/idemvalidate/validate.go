@@ -11,7 +11,6 @@
 package idemvalidate
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -86,17 +85,17 @@ func newValidator(spec *openapi3.T, router routers.Router) *validator {
 	opts := &openapi3filter.Options{
 		AuthenticationFunc:  openapi3filter.NoopAuthenticationFunc,
 		SkipSettingDefaults: true,
-		// ECMA-262 patterns, as OpenAPI defines them: pattern.go.
-		SchemaValidationOptions: patternOptions,
+		// ECMA-262 patterns, as OpenAPI defines them (pattern.go), and the schema errors'
+		// wording. The customizer is built once here: Options.WithCustomSchemaErrorFunc
+		// would have openapi3filter build it again for every parameter of every request.
+		SchemaValidationOptions: append([]openapi3.SchemaValidationOption{
+			openapi3.SetSchemaErrorMessageCustomizer(schemaError),
+		}, patternOptions...),
 	}
-	opts.WithCustomSchemaErrorFunc(schemaError)
 	noBody := *opts
 	noBody.ExcludeRequestBody = true
 	v := &validator{router: router, opts: opts, noBody: &noBody, ops: map[*openapi3.Operation]*openapi3.Operation{}}
-	v.bodyOpts = append([]openapi3.SchemaValidationOption{
-		openapi3.VisitAsRequest(),
-		openapi3.SetSchemaErrorMessageCustomizer(schemaError),
-	}, patternOptions...)
+	v.bodyOpts = append([]openapi3.SchemaValidationOption{openapi3.VisitAsRequest()}, opts.SchemaValidationOptions...)
 	v.bodyOpts31 = append(slices.Clip(v.bodyOpts), openapi3.EnableJSONSchema2020())
 	noSecurity := openapi3.SecurityRequirements{}
 	if spec.Paths != nil {
@@ -128,7 +127,8 @@ func (v *validator) validate(r *http.Request) error {
 		opts = v.noBody
 	}
 	input := &openapi3filter.RequestValidationInput{Request: r, PathParams: params, Route: route, Options: opts}
-	err = openapi3filter.ValidateRequest(context.WithoutCancel(r.Context()), input)
+	// The context reaches only the authentication function, which is a no-op here.
+	err = openapi3filter.ValidateRequest(r.Context(), input)
 	if err == nil && body.value != nil {
 		err = v.validateBody(input, body)
 	}
