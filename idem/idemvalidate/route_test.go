@@ -22,6 +22,8 @@ paths:
     get: {operationId: get, responses: {"200": {description: ok}}}
   /a b/c%d:
     post: {operationId: odd, responses: {"201": {description: ok}}}
+  /orders:batch:
+    post: {operationId: batch, responses: {"201": {description: ok}}}
 `
 
 // findRoute answers every request as gorillamux's FindRoute does (the same route or the
@@ -39,12 +41,13 @@ func TestFindRouteAnswersAsFindRoute(t *testing.T) {
 	v := newValidator(spec, router)
 	// Not "/a b/c%d": gorillamux matches the escaped path against the template as
 	// written, and FindRoute finds no route for it.
-	if len(v.literal) != 3 {
-		t.Fatalf("%d literal routes, want 3 (GET and POST /payments, POST /payments/new)", len(v.literal))
+	if len(v.literal) != 4 {
+		t.Fatalf("%d literal routes, want 4 (GET and POST /payments, POST /payments/new, POST /orders:batch)", len(v.literal))
 	}
 	for _, target := range []string{
 		"/payments", "/payments/", "/payments/new", "/payments/x", "/pay%6Dents", "/payments%2Fnew",
-		"/a%20b/c%25d", "/a b/c%d", "/a%20b/c%d", "/PAYMENTS", "/nowhere",
+		"/a%20b/c%25d", "/a b/c%d", "/a%20b/c%d", "/orders:batch", "/orders%3Abatch", "/orders%3abatch",
+		"/PAYMENTS", "/nowhere",
 	} {
 		for _, method := range []string{"GET", "POST", "PUT", "HEAD", "post"} {
 			r := httptest.NewRequest(http.MethodGet, "/", nil)
