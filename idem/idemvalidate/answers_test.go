@@ -63,10 +63,14 @@ func TestAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range answerCases {
-		got := answer(t, spec, c)
-		if got != c {
-			t.Errorf("%s %s %q:\n got %#v\nwant %#v", c.method, c.path, c.body, got, c)
+	checkAnswers(t, spec, answerCases)
+}
+
+func checkAnswers(t *testing.T, spec *openapi3.T, cases []answerCase) {
+	t.Helper()
+	for _, c := range cases {
+		if got := answer(t, spec, c); got != c {
+			t.Errorf("%s %s %q %q:\n got %#v\nwant %#v", c.method, c.path, c.headers, c.body, got, c)
 		}
 	}
 }
@@ -158,10 +162,5 @@ func TestParameterAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range paramCases {
-		got := answer(t, spec, c)
-		if got != c {
-			t.Errorf("%s %s %#v:\n got %#v\nwant %#v", c.method, c.path, c.headers, got, c)
-		}
-	}
+	checkAnswers(t, spec, paramCases)
 }
