@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -34,14 +35,11 @@ func readJSONBody(r *http.Request, route *routers.Route) (jsonBody, error) {
 	if r.Body == nil || r.Body == http.NoBody || !(mt == "application/json" || strings.HasSuffix(mt, "+json")) {
 		return jsonBody{}, nil
 	}
-	data, body, err := readAll(r)
-	var mb *http.MaxBytesError
-	switch {
-	case errors.As(err, &mb):
-		return jsonBody{}, mb
-	case err != nil:
-		return jsonBody{}, &Error{Detail: "request body: " + err.Error(), Err: err}
-	case len(bytes.TrimSpace(data)) == 0:
+	data, err := readAll(r)
+	if err != nil {
+		return jsonBody{}, readError(err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
 		return jsonBody{}, nil // no body: openapi3filter knows whether one is required
 	}
 	if !json.Valid(data) {
@@ -58,11 +56,7 @@ func readJSONBody(r *http.Request, route *routers.Route) (jsonBody, error) {
 		(media.Schema.Value.Type.Is("string") && media.Schema.Value.Format == "binary") {
 		return jsonBody{}, nil
 	}
-	dec := json.NewDecoder(body) // the handler's body, read here and rewound
-	dec.UseNumber()
-	var v any
-	err = dec.Decode(&v)
-	body.Reset(data)
+	v, err := decodeJSON(data)
 	if err != nil {
 		return jsonBody{}, &Error{Detail: "request body: " + err.Error(), Err: err} // json.Valid held: not reached
 	}
@@ -75,14 +69,67 @@ func readJSONBody(r *http.Request, route *routers.Route) (jsonBody, error) {
 	return jsonBody{value: v, media: media}, nil
 }
 
+// readError is the error of a body that could not be read: the *http.MaxBytesError of a
+// body over the limit (413), else a 400's.
+func readError(err error) error {
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		return mb
+	}
+	return &Error{Detail: "request body: " + err.Error(), Err: err}
+}
+
 // readAll reads r's body whole and puts the bytes back as its body.
-func readAll(r *http.Request) ([]byte, *bytesBody, error) {
+func readAll(r *http.Request) ([]byte, error) {
 	data, err := io.ReadAll(r.Body)
 	r.Body.Close()
 	body := &bytesBody{}
 	body.Reset(data)
 	r.Body = body
-	return data, body, err
+	return data, err
+}
+
+// decoders are encoding/json Decoders kept from one request to the next, each reading
+// its own bytes.Reader. A Decoder decodes a stream of values, and the bodies one decoder
+// is given one after the other are such a stream: each is exactly one JSON value
+// (json.Valid held), and what the Decoder buffered after it is white space. The
+// Decoder, its read buffer and its scanner's stack are then allocated once per decoder,
+// not once per request (3 allocations).
+var decoders = sync.Pool{New: func() any {
+	d := &decoder{}
+	d.dec = json.NewDecoder(&d.src)
+	d.dec.UseNumber()
+	return d
+}}
+
+type decoder struct {
+	src bytes.Reader
+	dec *json.Decoder
+}
+
+// maxPooledBody is the largest body whose decoder goes back to decoders: the Decoder
+// keeps a read buffer the size of the largest body it read.
+const maxPooledBody = 64 << 10
+
+// decodeJSON decodes data, exactly one JSON value, as openapi3filter's JSON body decoder
+// does (encoding/json, numbers as json.Number). The value shares no memory with data or
+// with the decoder.
+func decodeJSON(data []byte) (any, error) {
+	d := decoders.Get().(*decoder)
+	v, err := d.decode(data)
+	if err == nil && len(data) <= maxPooledBody {
+		decoders.Put(d) // after an error the Decoder may keep it: not reused
+	}
+	return v, err
+}
+
+// decode decodes data, the next value of d's stream.
+func (d *decoder) decode(data []byte) (any, error) {
+	d.src.Reset(data)
+	var v any
+	err := d.dec.Decode(&v)
+	d.src.Reset(nil) // data is the request's: not kept
+	return v, err
 }
 
 // bytesBody is a body read into memory: a bytes.Reader that closes (one allocation where

@@ -11,7 +11,6 @@
 package idemvalidate
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -71,6 +70,9 @@ func Middleware(spec *openapi3.T, onError ErrorHandler) (func(http.Handler) http
 // (with and without the body) and, per operation, the copy openapi3filter is given.
 type validator struct {
 	router routers.Router
+	// literal is router's answer for each operation under a path without templates,
+	// found once (literalRoutes).
+	literal map[routeKey]*routers.Route
 	// opts validates a whole request; noBody its parameters only, when the body is
 	// validated from the one decoded value (body.go).
 	opts, noBody *openapi3filter.Options
@@ -86,17 +88,17 @@ func newValidator(spec *openapi3.T, router routers.Router) *validator {
 	opts := &openapi3filter.Options{
 		AuthenticationFunc:  openapi3filter.NoopAuthenticationFunc,
 		SkipSettingDefaults: true,
-		// ECMA-262 patterns, as OpenAPI defines them: pattern.go.
-		SchemaValidationOptions: patternOptions,
+		// ECMA-262 patterns, as OpenAPI defines them (pattern.go), and the schema errors'
+		// wording. The customizer is built once here: Options.WithCustomSchemaErrorFunc
+		// would have openapi3filter build it again for every parameter of every request.
+		SchemaValidationOptions: append([]openapi3.SchemaValidationOption{
+			openapi3.SetSchemaErrorMessageCustomizer(schemaError),
+		}, patternOptions...),
 	}
-	opts.WithCustomSchemaErrorFunc(schemaError)
 	noBody := *opts
 	noBody.ExcludeRequestBody = true
 	v := &validator{router: router, opts: opts, noBody: &noBody, ops: map[*openapi3.Operation]*openapi3.Operation{}}
-	v.bodyOpts = append([]openapi3.SchemaValidationOption{
-		openapi3.VisitAsRequest(),
-		openapi3.SetSchemaErrorMessageCustomizer(schemaError),
-	}, patternOptions...)
+	v.bodyOpts = append([]openapi3.SchemaValidationOption{openapi3.VisitAsRequest()}, opts.SchemaValidationOptions...)
 	v.bodyOpts31 = append(slices.Clip(v.bodyOpts), openapi3.EnableJSONSchema2020())
 	noSecurity := openapi3.SecurityRequirements{}
 	if spec.Paths != nil {
@@ -108,16 +110,14 @@ func newValidator(spec *openapi3.T, router routers.Router) *validator {
 			}
 		}
 	}
+	v.literal = literalRoutes(spec, router, v.ops)
 	return v
 }
 
 func (v *validator) validate(r *http.Request) error {
-	route, params, err := v.router.FindRoute(r)
+	route, params, err := v.findRoute(r)
 	if err != nil {
 		return nil // no operation: the router answers
-	}
-	if op := v.ops[route.Operation]; op != nil {
-		route.Operation = op // route is FindRoute's own copy
 	}
 	body, err := readJSONBody(r, route)
 	if err != nil {
@@ -128,7 +128,8 @@ func (v *validator) validate(r *http.Request) error {
 		opts = v.noBody
 	}
 	input := &openapi3filter.RequestValidationInput{Request: r, PathParams: params, Route: route, Options: opts}
-	err = openapi3filter.ValidateRequest(context.WithoutCancel(r.Context()), input)
+	// The context reaches only the authentication function, which is a no-op here.
+	err = openapi3filter.ValidateRequest(r.Context(), input)
 	if err == nil && body.value != nil {
 		err = v.validateBody(input, body)
 	}

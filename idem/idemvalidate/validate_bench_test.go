@@ -14,6 +14,16 @@ import (
 // (its spec, a valid body, an Idempotency-Key): routing, the body's reads and checks
 // and openapi3filter's validation, per request.
 func BenchmarkValidate(b *testing.B) {
+	benchmarkValidate(b, "/payments", `{"amount":1999,"currency":"EUR","description":"Order #1042"}`)
+}
+
+// BenchmarkValidateRefund is the same for POST /payments/{id}/refunds, a templated path
+// (a path parameter and a header).
+func BenchmarkValidateRefund(b *testing.B) {
+	benchmarkValidate(b, "/payments/pay_3b1f0c2a9d4e/refunds", `{"amount":500}`)
+}
+
+func benchmarkValidate(b *testing.B, path, body string) {
 	spec, err := openapi3.NewLoader().LoadFromFile("../../examples/payments/openapi.yaml")
 	if err != nil {
 		b.Fatal(err)
@@ -24,9 +34,8 @@ func BenchmarkValidate(b *testing.B) {
 		b.Fatal(err)
 	}
 	h := validate(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	const body = `{"amount":1999,"currency":"EUR","description":"Order #1042"}`
 	w := httptest.NewRecorder()
-	r := httptest.NewRequest(http.MethodPost, "/payments", nil)
+	r := httptest.NewRequest(http.MethodPost, path, nil)
 	r.Header.Set("Content-Type", "application/json")
 	r.Header.Set("Idempotency-Key", "k-0123456789")
 	rb := &resetBody{}
