@@ -166,14 +166,13 @@ func steadyPhase(b *testing.B, pool *pgxpool.Pool, url string, purger *idem.Purg
 	first := sampleTable(b, pool)
 	var samples []steadySample
 	fmt.Printf("\nsteady phase: %v with the purger on\n", *steadyDuration)
-	fmt.Printf("%-8s %8s %7s %7s %9s %10s %6s %8s\n", "minute", "req/s", "p50 ms", "p99 ms", "heap MB", "dead", "autovac", "rows")
+	printSampleHeader("minute")
 	for elapsed := time.Duration(0); elapsed < *steadyDuration; elapsed += *sampleEvery {
 		r := randomKeys(b, url, 16, min(*sampleEvery, *steadyDuration-elapsed))
 		requests += r.n
 		s := sampleTable(b, pool)
 		samples = append(samples, s)
-		fmt.Printf("%-8.0f %8.0f %7.2f %7.2f %9.1f %10d %6d %8d\n", (elapsed + r.elapsed).Minutes(), float64(r.n)/r.elapsed.Seconds(),
-			ms(percentile(r.lat, 0.50)), ms(percentile(r.lat, 0.99)), float64(s.heap)/1e6, s.dead, s.autovacuums, s.rows)
+		printSample(fmt.Sprintf("%.0f", (elapsed+r.elapsed).Minutes()), r, s)
 	}
 	i := slices.IndexFunc(samples, func(s steadySample) bool { return s.autovacuums > first.autovacuums })
 	if i < 0 {
@@ -196,7 +195,7 @@ func steadyPhase(b *testing.B, pool *pgxpool.Pool, url string, purger *idem.Purg
 func interleavedPhase(b *testing.B, pool *pgxpool.Pool, url string, purger *idem.Purger) (on, off []float64, requests int) {
 	b.Helper()
 	fmt.Printf("\ninterleaved phase: %d segments of %v, the purger on and off in turn\n", *steadySegments, *steadySegment)
-	fmt.Printf("%-8s %-5s %8s %7s %7s %9s %10s %6s %8s\n", "segment", "purge", "req/s", "p50 ms", "p99 ms", "heap MB", "dead", "autovac", "rows")
+	printSampleHeader("segment, purge")
 	for seg := range *steadySegments {
 		purging := (seg+1)/2%2 == 0 // on, off, off, on, on, off, ...
 		ctx, cancel := context.WithCancel(context.Background())
@@ -215,10 +214,20 @@ func interleavedPhase(b *testing.B, pool *pgxpool.Pool, url string, purger *idem
 			off = append(off, p99)
 		}
 		s := sampleTable(b, pool)
-		fmt.Printf("%-8d %-5v %8.0f %7.2f %7.2f %9.1f %10d %6d %8d\n", seg+1, purging, float64(r.n)/r.elapsed.Seconds(),
-			ms(percentile(r.lat, 0.50)), p99, float64(s.heap)/1e6, s.dead, s.autovacuums, s.rows)
+		printSample(fmt.Sprintf("%d, %v", seg+1, purging), r, s)
 	}
 	return on, off, requests
+}
+
+// printSampleHeader and printSample print a table of the load's runs (req/s, p50, p99)
+// and the key table's samples after each, label first.
+func printSampleHeader(label string) {
+	fmt.Printf("%-14s %8s %7s %7s %9s %10s %7s %8s\n", label, "req/s", "p50 ms", "p99 ms", "heap MB", "dead", "autovac", "rows")
+}
+
+func printSample(label string, r scaleRun, s steadySample) {
+	fmt.Printf("%-14s %8.0f %7.2f %7.2f %9.1f %10d %7d %8d\n", label, float64(r.n)/r.elapsed.Seconds(),
+		ms(percentile(r.lat, 0.50)), ms(percentile(r.lat, 0.99)), float64(s.heap)/1e6, s.dead, s.autovacuums, s.rows)
 }
 
 // printSlowStatements prints the purge statements (PurgeBound, PurgeExpired) that the
