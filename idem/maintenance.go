@@ -22,36 +22,99 @@ import (
 // (they stay in the index until vacuum). Run it periodically (a cron job, or [Purger] in
 // the service).
 func (s *Store) Purge(ctx context.Context, batchSize int) (int64, error) {
-	p := s.purgePass(ctx, batchSize, time.Time{})
+	p, _ := s.purgePass(ctx, batchSize, time.Time{}, nil)
 	return p.Deleted, p.Err
 }
 
+// purgeSpan is the expires_at range of one batch of a pass, both ends included: what a
+// [Purger]'s next pass deletes again first (see revisit).
+type purgeSpan struct{ from, upto pgtype.Timestamptz }
+
+// maxRevisit is the most batches of a pass a [Purger] keeps to revisit: a pass that
+// deleted more (a backlog of over 10M rows at the default batch size) has its latest
+// ones revisited, and the next sweep walks the others.
+const maxRevisit = 10_000
+
 // purgePass runs one pass of Purge from expires_at = from (the zero time: from the start
-// of the index) and says what it did (Duration is left to the caller).
-func (s *Store) purgePass(ctx context.Context, batchSize int, from time.Time) PurgeResult {
+// of the index), after deleting again the spans of revisit (see revisit), and says what it
+// did (Duration is left to the caller) and which spans its own batches covered, preceded
+// by those of revisit it did not reach if it failed.
+func (s *Store) purgePass(ctx context.Context, batchSize int, from time.Time, revisit []purgeSpan) (PurgeResult, []purgeSpan) {
 	if batchSize <= 0 {
 		batchSize = DefaultPurgeBatchSize
 	}
-	var r PurgeResult
-	fail := func(err error) PurgeResult {
-		r.Err = fmt.Errorf("idem: purge: %w", err)
-		return r
-	}
+	r := PurgeResult{From: from}
 	cutoff, err := s.q.PurgeCutoff(ctx)
 	if err != nil {
-		return fail(err)
+		r.Err = fmt.Errorf("idem: purge: %w", err)
+		return r, revisit
 	}
 	r.Cutoff = cutoff.Time
-	r.From = from
+	if left := s.revisit(ctx, &r, cutoff, revisit); len(left) > 0 {
+		return r, left
+	}
 	after := pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
 	if !from.IsZero() {
 		after = pgtype.Timestamptz{Time: from, Valid: true}
 	}
+	return r, s.purgeBatches(ctx, &r, batchSize, cutoff, after)
+}
+
+// revisit deletes again, one statement each, the rows past retention at cutoff in the
+// spans of a Purger's previous pass: rows committed into them after that pass deleted
+// them (a transaction that outlived its retention), and v1 claims whose lease has ended
+// since. Its walk marks the index entries of the rows that pass deleted dead, which no
+// other statement reads again (later passes resume past them): a sweep, and the planner's
+// look-ups at the index's ends, then step over them instead of visiting each one's heap
+// tuple (482 ms for a sweep's first batch over ~200k such entries at 10M rows; an entry
+// stays until a vacuum cleans the index, which PostgreSQL skips while under 2 % of the
+// heap's pages hold dead rows). Each walk is one batch's entries, in an ordered scan of
+// the index that stops at the first row left (PurgeBound's, which only a scan of the index
+// answers: a bitmap scan, which a DELETE's plan may be, marks nothing); only a span with
+// a row left is deleted again, and walked once more. It returns the spans it did not revisit, from the one that
+// failed (r.Err), or none.
+func (s *Store) revisit(ctx context.Context, r *PurgeResult, cutoff pgtype.Timestamptz, spans []purgeSpan) []purgeSpan {
+	for i, sp := range spans {
+		start := time.Now()
+		n, err := s.revisitSpan(ctx, sp, cutoff)
+		r.Deleted += n
+		r.Revisited++
+		r.LongestBatch = max(r.LongestBatch, time.Since(start))
+		if err != nil {
+			r.Err = fmt.Errorf("idem: purge: %w", err)
+			return spans[i:]
+		}
+	}
+	return nil
+}
+
+// revisitSpan walks sp's index entries up to its first row left; if there is one, it
+// deletes the rows past retention at cutoff in sp, then walks the span again (the
+// entries past that row).
+func (s *Store) revisitSpan(ctx context.Context, sp purgeSpan, cutoff pgtype.Timestamptz) (int64, error) {
+	walk := idemdb.PurgeBoundParams{FromAt: sp.from, Cutoff: sp.upto, BatchSize: 1}
+	left, err := s.scan.PurgeBound(ctx, walk)
+	if err != nil || len(left) == 0 {
+		return 0, err
+	}
+	n, err := s.scan.PurgeExpired(ctx, idemdb.PurgeExpiredParams{FromAt: sp.from, Upto: sp.upto, Cutoff: cutoff})
+	if err != nil {
+		return n, err
+	}
+	_, err = s.scan.PurgeBound(ctx, walk)
+	return n, err
+}
+
+// purgeBatches deletes the rows past retention at cutoff from expires_at = after up to
+// cutoff, batchSize rows a batch, and returns the spans of the batches it ran.
+func (s *Store) purgeBatches(ctx context.Context, r *PurgeResult, batchSize int, cutoff, after pgtype.Timestamptz) []purgeSpan {
+	var spans []purgeSpan
 	for {
 		start := time.Now()
 		bound, err := s.scan.PurgeBound(ctx, idemdb.PurgeBoundParams{FromAt: after, Cutoff: cutoff, BatchSize: int32(batchSize)})
 		if err != nil {
-			return fail(err)
+			r.Err = fmt.Errorf("idem: purge: %w", err)
+			return spans
 		}
 		upto, last := cutoff, len(bound) == 0
 		if !last {
@@ -62,11 +125,13 @@ func (s *Store) purgePass(ctx context.Context, batchSize int, from time.Time) Pu
 		r.Batches++
 		r.LongestBatch = max(r.LongestBatch, time.Since(start))
 		if err != nil {
-			return fail(err)
+			r.Err = fmt.Errorf("idem: purge: %w", err)
+			return spans
 		}
+		spans = append(spans, purgeSpan{from: after, upto: upto})
 		if last {
 			r.CaughtUp = true
-			return r
+			return spans
 		}
 		// The next batch starts at upto again: rows sharing its expires_at beyond this batch
 		// were deleted with it, and those it kept (v1 claims still leased) are passed over.

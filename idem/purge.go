@@ -28,9 +28,12 @@ type PurgeResult struct {
 	// CaughtUp reports that the pass reached its Cutoff: every row that had expired by
 	// then is deleted (but v1 claims still leased).
 	CaughtUp bool
-	// Batches is the number of DELETE statements the pass ran, and LongestBatch the
-	// longest time one batch took (its bound and its DELETE).
+	// Batches is the number of batches the pass ran over its range (a bound and a
+	// DELETE each), Revisited the number of the previous pass's batches it deleted again
+	// first (a DELETE each: see [Purger]), and LongestBatch the longest time one of
+	// either took.
 	Batches      int
+	Revisited    int
 	LongestBatch time.Duration
 	// Duration is the pass's wall-clock time.
 	Duration time.Duration
@@ -53,15 +56,24 @@ type PurgeResult struct {
 // the start of the index instead, for the rows a resumed pass cannot see: rows whose
 // expiry was already past when they committed (a retention shorter than the writing
 // transaction), and v1 claims whose lease outlived their retention.
+//
+// Each pass first deletes again the ranges of the previous pass's batches (one DELETE a
+// batch, at most the latest 10,000): it finds the rows committed into them after that
+// pass, and its walk over the deleted rows' entries, an interval after their delete,
+// marks them dead in the index, so that a sweep steps over them instead of visiting each
+// one's heap tuple. Without it a sweep's first statement walked every row deleted since
+// vacuum last cleaned the index (PostgreSQL skips that while under 2 % of the heap's
+// pages hold dead rows): 482 ms at 10M rows, against one batch's few milliseconds.
 type Purger struct {
 	store     *Store
 	interval  time.Duration
 	batchSize int
 	report    func(PurgeResult)
 
-	mu     sync.Mutex
-	resume time.Time // the Cutoff of the previous pass, if it caught up
-	passes int       // passes since the last sweep from the start of the index
+	mu      sync.Mutex
+	resume  time.Time   // the Cutoff of the previous pass, if it caught up
+	passes  int         // passes since the last sweep from the start of the index
+	revisit []purgeSpan // the previous pass's batches, for the next one to revisit
 }
 
 // PurgeSweepEvery is how often a [Purger]'s pass begins at the start of the expires_at
@@ -121,7 +133,8 @@ func (p *Purger) Once(ctx context.Context) PurgeResult {
 		from, p.passes = time.Time{}, 0
 	}
 	start := time.Now()
-	r := p.store.purgePass(ctx, p.batchSize, from)
+	r, spans := p.store.purgePass(ctx, p.batchSize, from, p.revisit)
+	p.revisit = spans[max(0, len(spans)-maxRevisit):]
 	if r.Err != nil && ctx.Err() != nil {
 		r.Err = ctx.Err()
 	}
@@ -142,8 +155,8 @@ func LogPurge(r PurgeResult) {
 	case r.Err != nil && !errors.Is(r.Err, context.Canceled):
 		slog.Error("idem: purge of expired idempotency keys failed", "deleted", r.Deleted, "duration", r.Duration, "err", r.Err)
 	case r.Deleted > 0:
-		slog.Info("idem: purged expired idempotency keys", "deleted", r.Deleted, "batches", r.Batches, "longest_batch", r.LongestBatch, "duration", r.Duration)
+		slog.Info("idem: purged expired idempotency keys", "deleted", r.Deleted, "batches", r.Batches, "revisited", r.Revisited, "longest_batch", r.LongestBatch, "duration", r.Duration)
 	default:
-		slog.Debug("idem: purged expired idempotency keys", "deleted", r.Deleted, "batches", r.Batches, "longest_batch", r.LongestBatch, "duration", r.Duration)
+		slog.Debug("idem: purged expired idempotency keys", "deleted", r.Deleted, "batches", r.Batches, "revisited", r.Revisited, "longest_batch", r.LongestBatch, "duration", r.Duration)
 	}
 }

@@ -2,6 +2,8 @@ package idem_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -204,7 +206,8 @@ func waitExpiredRows(t *testing.T, pool *pgxpool.Pool) {
 // A Purger's pass begins where its previous pass ended (that pass's cutoff), so it does
 // not scan the entries of the rows the previous passes deleted, which vacuum has not
 // removed yet, and which an older snapshot keeps from being marked dead: a pass from the
-// start of the index visits each of them and its heap tuple again.
+// start of the index visits each of them and its heap tuple again. (It revisits the
+// previous pass's batches once, TestPurgerRevisitsThePreviousPass: those entries only.)
 func TestPurgerResumesWhereItsLastPassEnded(t *testing.T) {
 	url := pgtest.NewDB(t)
 	setup := pgtest.Pool(t, url)
@@ -255,10 +258,16 @@ func TestPurgerResumesWhereItsLastPassEnded(t *testing.T) {
 		defer conn.Release()
 		return blockAccesses(t, conn) - start
 	}
-	var second idem.PurgeResult
-	resumed := pass(func() (int64, error) { second = purger.Once(ctx); return second.Deleted, second.Err })
-	if !second.From.Equal(first.Cutoff) {
-		t.Fatalf("second pass began at %v; want the first one's cutoff %v", second.From, first.Cutoff)
+	// The second pass revisits the first one's 100 batches (their 20,000 entries, once):
+	// the third, measured, revisits the second's batch only.
+	var second, third idem.PurgeResult
+	pass(func() (int64, error) { second = purger.Once(ctx); return second.Deleted, second.Err })
+	if !second.From.Equal(first.Cutoff) || second.Revisited != first.Batches {
+		t.Fatalf("second pass: %+v; want it to begin at the first one's cutoff %v and revisit its %d batches", second, first.Cutoff, first.Batches)
+	}
+	resumed := pass(func() (int64, error) { third = purger.Once(ctx); return third.Deleted, third.Err })
+	if !third.From.Equal(second.Cutoff) || third.Revisited != second.Batches {
+		t.Fatalf("third pass: %+v; want it to begin at the second one's cutoff %v and revisit its %d batches", third, second.Cutoff, second.Batches)
 	}
 	swept := pass(func() (int64, error) { return store.Purge(ctx, 200) }) // from the start
 	t.Logf("a pass over 100 rows after %d deleted ones: %d buffer accesses resumed, %d from the start of the index", rows, resumed, swept)
@@ -270,10 +279,11 @@ func TestPurgerResumesWhereItsLastPassEnded(t *testing.T) {
 	}
 }
 
-// A row already past its expiry when a resumed pass's range has moved beyond it (a
-// retention shorter than the transaction that wrote it) is left by the resumed passes
-// and deleted by the next sweep: every PurgeSweepEvery-th pass begins at the start of the
-// index, and so does the pass after a failed one.
+// A row already past its expiry when the resumed passes' ranges (and the revisits of the
+// previous pass's) have moved beyond it (a retention shorter than the transaction that
+// wrote it) is left by the resumed passes and deleted by the next sweep: every
+// PurgeSweepEvery-th pass begins at the start of the index, and so does the pass after a
+// failed one.
 func TestPurgerSweepsFromTheStart(t *testing.T) {
 	pool := pgtest.Pool(t, pgtest.NewDB(t))
 	ctx := context.Background()
@@ -284,8 +294,13 @@ func TestPurgerSweepsFromTheStart(t *testing.T) {
 	if r := purger.Once(ctx); r.Err != nil || !r.From.IsZero() || !r.CaughtUp {
 		t.Fatalf("first pass: %+v; want a sweep that caught up", r)
 	}
-	insertKeys(t, pool, 1, 1, "interval '-1 hour'") // the straggler, behind the first pass's cutoff
-	for pass := 2; pass <= idem.PurgeSweepEvery; pass++ {
+	if r := purger.Once(ctx); r.Err != nil || r.From.IsZero() || r.Revisited != 1 {
+		t.Fatalf("second pass: %+v; want a resumed pass that revisits the first one's batch", r)
+	}
+	// The straggler, behind the first pass's cutoff: in its range, which the second pass
+	// revisited, and not in the second's.
+	insertKeys(t, pool, 1, 1, "interval '-1 hour'")
+	for pass := 3; pass <= idem.PurgeSweepEvery; pass++ {
 		if r := purger.Once(ctx); r.Err != nil || r.From.IsZero() || r.Deleted != 0 {
 			t.Fatalf("pass %d: %+v; want a resumed pass that deletes nothing", pass, r)
 		}
@@ -305,4 +320,98 @@ func TestPurgerSweepsFromTheStart(t *testing.T) {
 	if r := purger.Once(ctx); r.Err != nil || !r.From.IsZero() {
 		t.Fatalf("the pass after a failed one: %+v; want a sweep from the start", r)
 	}
+}
+
+// A pass first deletes again the ranges of the previous pass's batches: its walk marks
+// the deleted rows' index entries dead, so that a later walk from the start of the index
+// (a sweep) steps over them instead of fetching each one's heap tuple (#28: a sweep's
+// first batch took 482 ms at 10M rows), and a row committed into one of those ranges
+// after that pass (its expiry already past) is deleted one pass later rather than by the
+// next sweep.
+func TestPurgerRevisitsThePreviousPass(t *testing.T) {
+	pool := pgtest.Pool(t, pgtest.NewDB(t))
+	ctx := context.Background()
+	if err := idem.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	const rows = 1000
+	insertKeys(t, pool, 1, rows, "interval '-1 hour' + i * interval '1 millisecond'")
+	purger := idem.NewPurger(idem.NewStore(pool), time.Hour, 100, func(idem.PurgeResult) {})
+	first := purger.Once(ctx)
+	if first.Err != nil || first.Deleted != rows || first.Revisited != 0 {
+		t.Fatalf("first pass: %+v; want %d rows deleted and nothing to revisit", first, rows)
+	}
+	flushCommits(t, pool)
+	second := purger.Once(ctx)
+	if second.Err != nil || second.From.IsZero() || second.Revisited != first.Batches || second.Deleted != 0 {
+		t.Fatalf("second pass: %+v; want a resumed pass that revisits the first one's %d batches", second, first.Batches)
+	}
+	if fetches := heapFetchesFromStart(t, pool); fetches != 0 {
+		t.Fatalf("a walk of expires_at from the start fetched %d heap tuples; want 0: the entries of the %d rows the first pass deleted marked dead", fetches, rows)
+	}
+
+	// A row committed after the second pass into its range (its one batch's).
+	if _, err := pool.Exec(ctx, `INSERT INTO idempotency_keys (scope, key, operation, fingerprint, status, expires_at)
+VALUES ('tenant-1', 'late', 'createPayment', '\x00', 'completed', $1)`, first.Cutoff.Add((second.Cutoff.Sub(first.Cutoff))/2)); err != nil {
+		t.Fatal(err)
+	}
+	if third := purger.Once(ctx); third.Err != nil || third.Revisited != second.Batches || third.Deleted != 1 {
+		t.Fatalf("third pass: %+v; want a resumed pass that revisits the second one's %d batches and deletes the row committed into them", third, second.Batches)
+	}
+}
+
+// flushCommits returns once the WAL of every commit before it is flushed. The test server
+// commits without waiting for that (synchronous_commit = off), and a scan marks a deleted
+// row's index entry dead only once its delete's commit is flushed (before, the tuple
+// cannot be hinted as deleted by a committed transaction); a Purger's passes, an interval
+// apart, come long after. A commit that waits for its own flush flushes the WAL before
+// it; it waits only if its transaction wrote WAL (an xid alone does not), here a logical
+// decoding message, which nothing reads.
+func flushCommits(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = on; SELECT pg_logical_emit_message(true, 'idem-test', '')"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// heapFetchesFromStart is the number of heap tuples an index-only scan of expires_at from
+// the start of the index up to now fetches: one per entry not marked dead whose heap page
+// is not all-visible (a deleted row's, until vacuum).
+func heapFetchesFromStart(t *testing.T, pool *pgxpool.Pool) int {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off"); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := tx.Query(ctx, `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF)
+SELECT count(*) FROM idempotency_keys WHERE expires_at >= '-infinity' AND expires_at <= now()`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range lines {
+		var n int
+		if _, err := fmt.Sscanf(strings.TrimSpace(l), "Heap Fetches: %d", &n); err == nil {
+			return n
+		}
+	}
+	t.Fatalf("no index-only scan with heap fetches in the plan:\n%s", strings.Join(lines, "\n"))
+	return 0
 }
