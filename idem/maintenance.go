@@ -53,11 +53,34 @@ func (s *Store) purgePass(ctx context.Context, batchSize int, from time.Time, re
 	if left := s.revisit(ctx, &r, cutoff, revisit); len(left) > 0 {
 		return r, left
 	}
-	after := pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
-	if !from.IsZero() {
-		after = pgtype.Timestamptz{Time: from, Valid: true}
+	after := pgtype.Timestamptz{Time: from, Valid: true}
+	if from.IsZero() {
+		first, err := s.firstLeft(ctx, &r, cutoff)
+		if err != nil || len(first) == 0 {
+			r.CaughtUp = err == nil
+			return r, nil
+		}
+		after = first[0]
 	}
 	return r, s.purgeBatches(ctx, &r, batchSize, cutoff, after)
+}
+
+// firstLeft is a sweep's first statement: the expires_at of the first row left in the
+// index up to cutoff (none: nothing to delete). One ordered index-only scan from the start
+// of the index, which steps over the entries of the rows deleted before (marked dead by
+// the revisits; a few milliseconds for ~1M of them, reading their leaf pages); the sweep's
+// batches then begin at that row, and none of their statements, nor the planner's
+// look-up of the range's end, walks those entries again (from -infinity the first batch's
+// DELETE took 62–134 ms at 10M rows).
+func (s *Store) firstLeft(ctx context.Context, r *PurgeResult, cutoff pgtype.Timestamptz) ([]pgtype.Timestamptz, error) {
+	start := time.Now()
+	first, err := s.scan.PurgeBound(ctx, idemdb.PurgeBoundParams{
+		FromAt: pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}, Cutoff: cutoff, BatchSize: 1})
+	r.LongestBatch = max(r.LongestBatch, time.Since(start))
+	if err != nil {
+		r.Err = fmt.Errorf("idem: purge: %w", err)
+	}
+	return first, err
 }
 
 // revisit deletes again, one statement each, the rows past retention at cutoff in the
