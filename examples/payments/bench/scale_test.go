@@ -134,12 +134,17 @@ type scaleRun struct {
 // account (the key's leaf of the primary key is random, as with real clients), after a
 // CHECKPOINT: the run pays the full-page images of the first change to each page.
 func randomLoop(b *testing.B, pool *pgxpool.Pool, url string, c int, d time.Duration) scaleRun {
+	return randomLoopAt(b, pool, url, c, d, 0)
+}
+
+// randomLoopAt is randomLoop at most rate requests per second (see randomKeysAt).
+func randomLoopAt(b *testing.B, pool *pgxpool.Pool, url string, c int, d time.Duration, rate float64) scaleRun {
 	b.Helper()
 	if _, err := pool.Exec(context.Background(), "CHECKPOINT"); err != nil {
 		b.Fatal(err)
 	}
 	w0, f0 := wal(b, pool)
-	r := randomKeys(b, url, c, d)
+	r := randomKeysAt(b, url, c, d, rate)
 	w1, f1 := wal(b, pool)
 	r.walBytes, r.fpi = w1-w0, f1-f0
 	return r
@@ -148,13 +153,29 @@ func randomLoop(b *testing.B, pool *pgxpool.Pool, url string, c int, d time.Dura
 // randomKeys runs c clients for d against url, each request with a random key in a random
 // account, and returns the requests and their latencies (no WAL).
 func randomKeys(b *testing.B, url string, c int, d time.Duration) scaleRun {
+	return randomKeysAt(b, url, c, d, 0)
+}
+
+// randomKeysAt is randomKeys at most rate requests per second in all (a time.Ticker's
+// ticks, taken by whichever client is free: ticks missed while all c are busy are
+// dropped), or as fast as the c clients go when rate is 0.
+func randomKeysAt(b *testing.B, url string, c int, d time.Duration, rate float64) scaleRun {
 	b.Helper()
+	var tick <-chan time.Time
+	if rate > 0 {
+		t := time.NewTicker(time.Duration(float64(time.Second) / rate))
+		defer t.Stop()
+		tick = t.C
+	}
 	lats := make([][]time.Duration, c)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range c {
 		wg.Go(func() {
 			for time.Since(start) < d {
+				if tick != nil {
+					<-tick
+				}
 				status, lat, err := postKey(url, randomAccount(), randomKey())
 				if err != nil || status != http.StatusCreated {
 					b.Errorf("%s: status %d, %v", url, status, err)

@@ -28,6 +28,7 @@ var (
 	steadySegment  = flag.Duration("steady.segment", 2*time.Minute, "BenchmarkSteady: length of one interleaved segment")
 	steadyInterval = flag.Duration("steady.interval", time.Minute, "BenchmarkSteady: the purger's interval")
 	steadyBatch    = flag.Int("steady.batch", idem.DefaultPurgeBatchSize, "BenchmarkSteady: the purger's rows per batch")
+	steadyRate     = flag.Float64("steady.rate", 0, "BenchmarkSteady: requests per second of the load in both phases, 0 for as fast as its 16 clients go (a saturated machine stalls every statement now and then)")
 	steadySmall    = flag.Duration("steady.small", 3*time.Minute, "BenchmarkSteady: length of the 10k-row table's run its WAL per request is compared with")
 )
 
@@ -54,6 +55,7 @@ type purgeStats struct {
 	deleted int64
 	longest time.Duration
 	batches int
+	revisit int // batches of previous passes revisited
 	slow    int // passes whose longest batch took over 50 ms
 }
 
@@ -65,6 +67,7 @@ func (p *purgeStats) report(r idem.PurgeResult) {
 	p.passes++
 	p.deleted += r.Deleted
 	p.batches += r.Batches
+	p.revisit += r.Revisited
 	p.longest = max(p.longest, r.LongestBatch)
 	if r.LongestBatch > 50*time.Millisecond {
 		p.slow++
@@ -72,16 +75,17 @@ func (p *purgeStats) report(r idem.PurgeResult) {
 		if r.From.IsZero() {
 			kind = "sweep"
 		}
-		fmt.Printf("  slow purge pass at %v: %s, %d rows in %d batches over %v, longest batch %v, err %v\n",
-			time.Since(p.start).Round(time.Second), kind, r.Deleted, r.Batches, r.Duration.Round(time.Millisecond),
+		fmt.Printf("  slow purge pass at %v: %s, %d rows in %d batches (and %d revisited) over %v, longest batch %v, err %v\n",
+			time.Since(p.start).Round(time.Second), kind, r.Deleted, r.Batches, r.Revisited, r.Duration.Round(time.Millisecond),
 			r.LongestBatch.Round(time.Millisecond), r.Err)
 	}
 }
 
 // BenchmarkSteady is the key table over a long steady run: the generated handler
-// (POST /payments) at c=16 against a key table bulk-loaded to -steady.rows rows whose rows
-// expire at -steady.expiry per second (about the rate of the inserts, so the table keeps
-// its size), with idem's Purger (batch -steady.batch, interval -steady.interval). Two phases:
+// (POST /payments) at c=16 (as fast as they go, or -steady.rate requests per second in
+// all) against a key table bulk-loaded to -steady.rows rows whose rows expire at
+// -steady.expiry per second (about the rate of the inserts, so the table keeps its size),
+// with idem's Purger (batch -steady.batch, interval -steady.interval). Two phases:
 //
 //   - steady: -steady.duration with the purger on throughout, the table sampled every
 //     -steady.sample (req/s, p50, p99, the heap's size, dead tuples, autovacuum runs);
@@ -91,8 +95,9 @@ func (p *purgeStats) report(r idem.PurgeResult) {
 //     off in turn (on, off, off, on, ...: the drift falls on both alike); it reports p99
 //     with purge on against off, the medians of the segments.
 //
-// Then the longest purge batch (its bound and its DELETE) and the passes with one over
-// 50 ms (each printed when it ends: sweep or resumed), and WAL and full-page images per
+// Then the longest purge batch (its bound and its DELETE, or a revisit of the previous
+// pass's batch) and the passes with one over 50 ms (each printed when it ends: sweep or
+// resumed), and WAL and full-page images per
 // request over both phases (one CHECKPOINT at the start, the purge's and vacuum's WAL
 // included) against a 10k-row table's run of -steady.small after a CHECKPOINT (inserts
 // alone: the comparison is conservative). With log_min_duration_statement among the
@@ -102,6 +107,13 @@ func (p *purgeStats) report(r idem.PurgeResult) {
 //
 //	go -C examples test ./payments/bench -run '^$' -bench Steady -benchtime 1x -timeout 3h -steady.expiry 2500 \
 //		-settings wal_compression=lz4,checkpoint_timeout=30min,max_wal_size=20GB
+//
+// and at the 1,000 requests per second of the service the sizing page plans for, with
+// the purge statements over 50 ms logged:
+//
+//	go -C examples test ./payments/bench -run '^$' -bench Steady -benchtime 1x -timeout 3h \
+//		-steady.rate 1000 -steady.expiry 1000 \
+//		-settings wal_compression=lz4,checkpoint_timeout=30min,max_wal_size=20GB,log_min_duration_statement=50
 func BenchmarkSteady(b *testing.B) {
 	small := database(b)
 	loadKeys(b, small, 10_000, 24*time.Hour)
@@ -115,7 +127,8 @@ func BenchmarkSteady(b *testing.B) {
 	url := largeSrv.URL + "/payments"
 
 	randomKeys(b, smallSrv.URL+"/payments", 16, 5*time.Second) // warm up
-	sm := randomLoop(b, small, smallSrv.URL+"/payments", 16, *steadySmall)
+	// At the rate of the large table's run: full-page images per request fall as it rises.
+	sm := randomLoopAt(b, small, smallSrv.URL+"/payments", 16, *steadySmall, *steadyRate)
 	randomKeys(b, url, 16, 5*time.Second)
 
 	// The rows that expired during the load are purged and vacuumed first: the run starts
@@ -139,8 +152,8 @@ func BenchmarkSteady(b *testing.B) {
 	requests += n
 	w1, f1 := wal(b, large)
 
-	fmt.Printf("\npurge: %d passes, %d rows deleted in %d batches, longest batch %v, %d passes with a batch over 50 ms\n",
-		stats.passes, stats.deleted, stats.batches, stats.longest.Round(time.Millisecond), stats.slow)
+	fmt.Printf("\npurge: %d passes, %d rows deleted in %d batches (and %d revisited), longest batch %v, %d passes with a batch over 50 ms\n",
+		stats.passes, stats.deleted, stats.batches, stats.revisit, stats.longest.Round(time.Millisecond), stats.slow)
 	ratio := median(on) / median(off)
 	fmt.Printf("p99 purge on / off: %.2f× (medians of %d and %d segments: %.2f ms, %.2f ms)\n", ratio, len(on), len(off), median(on), median(off))
 	walReq, fpiReq := float64(w1-w0)/float64(requests), float64(f1-f0)/float64(requests)
@@ -168,7 +181,7 @@ func steadyPhase(b *testing.B, pool *pgxpool.Pool, url string, purger *idem.Purg
 	fmt.Printf("\nsteady phase: %v with the purger on\n", *steadyDuration)
 	printSampleHeader("minute")
 	for elapsed := time.Duration(0); elapsed < *steadyDuration; elapsed += *sampleEvery {
-		r := randomKeys(b, url, 16, min(*sampleEvery, *steadyDuration-elapsed))
+		r := randomKeysAt(b, url, 16, min(*sampleEvery, *steadyDuration-elapsed), *steadyRate)
 		requests += r.n
 		s := sampleTable(b, pool)
 		samples = append(samples, s)
@@ -203,7 +216,7 @@ func interleavedPhase(b *testing.B, pool *pgxpool.Pool, url string, purger *idem
 		if purging {
 			running.Go(func() { purger.Run(ctx) })
 		}
-		r := randomKeys(b, url, 16, *steadySegment)
+		r := randomKeysAt(b, url, 16, *steadySegment, *steadyRate)
 		cancel()
 		running.Wait()
 		requests += r.n
