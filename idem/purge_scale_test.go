@@ -96,26 +96,9 @@ FROM pg_statio_user_tables WHERE relname = 'idempotency_keys'`).Scan(&n); err !=
 // #28, 20,000 rows in batches of 200 took ~146,000 buffer accesses, 7.3 a row; bounded
 // batches take ~23,000, 1.2 a row, whatever the number of batches).
 func TestPurgeBatchesDoNotRereadDeletedEntries(t *testing.T) {
-	url := pgtest.NewDB(t)
-	setup := pgtest.Pool(t, url)
-	ctx := context.Background()
-	if err := idem.Migrate(ctx, setup); err != nil {
-		t.Fatal(err)
-	}
 	const rows = 20000
-	insertKeys(t, setup, 1, rows, "interval '-1 hour' + i * interval '1 millisecond'")
-	if _, err := setup.Exec(ctx, "VACUUM ANALYZE idempotency_keys"); err != nil {
-		t.Fatal(err)
-	}
-	// An open snapshot older than every delete: nothing deleted is dead to all.
-	old, err := setup.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer old.Rollback(ctx)
-	if _, err := old.Exec(ctx, "SELECT count(*) FROM idempotency_keys"); err != nil {
-		t.Fatal(err)
-	}
+	url := keysBehindOlderSnapshot(t, rows, "VACUUM ANALYZE idempotency_keys")
+	ctx := context.Background()
 
 	pool := pgtest.PoolWithMax(t, url, 1) // every purge statement on one backend, measured
 	conn, err := pool.Acquire(ctx)
@@ -149,27 +132,11 @@ func TestPurgeBatchesDoNotRereadDeletedEntries(t *testing.T) {
 // batch began at the start of the index read each of them twice (its bound, then its
 // DELETE), each time fetching its heap tuple.
 func TestSweepWalksDeletedEntriesOnce(t *testing.T) {
-	url := pgtest.NewDB(t)
-	setup := pgtest.Pool(t, url)
-	ctx := context.Background()
-	if err := idem.Migrate(ctx, setup); err != nil {
-		t.Fatal(err)
-	}
 	const rows = 20000
-	insertKeys(t, setup, 1, rows, "interval '-1 hour' + i * interval '1 millisecond'")
 	// Not ANALYZEd: statistics that count the rows about to be deleted would have the
 	// planner read this small table whole, not its index, as it would not at 10M rows.
-	if _, err := setup.Exec(ctx, "VACUUM idempotency_keys"); err != nil {
-		t.Fatal(err)
-	}
-	old, err := setup.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer old.Rollback(ctx)
-	if _, err := old.Exec(ctx, "SELECT count(*) FROM idempotency_keys"); err != nil {
-		t.Fatal(err)
-	}
+	url := keysBehindOlderSnapshot(t, rows, "VACUUM idempotency_keys")
+	ctx := context.Background()
 	pool := pgtest.PoolWithMax(t, url, 1) // every purge statement on one backend, measured
 	store := idem.NewStore(pool)
 	if n, err := store.Purge(ctx, 1000); err != nil || n != rows {
@@ -205,6 +172,36 @@ func indexEntriesRead(t *testing.T, pool *pgxpool.Pool) int64 {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// keysBehindOlderSnapshot returns the URL of a new database with the key table and rows
+// completed keys, row i expired an hour ago plus i ms, on which it ran prepare (a VACUUM;
+// "" for none), and an open REPEATABLE READ snapshot older than every delete to come,
+// until the test ends: nothing deleted is dead to all, so no index entry can be marked
+// dead.
+func keysBehindOlderSnapshot(t *testing.T, rows int, prepare string) string {
+	t.Helper()
+	url := pgtest.NewDB(t)
+	setup := pgtest.Pool(t, url)
+	ctx := context.Background()
+	if err := idem.Migrate(ctx, setup); err != nil {
+		t.Fatal(err)
+	}
+	insertKeys(t, setup, 1, rows, "interval '-1 hour' + i * interval '1 millisecond'")
+	if prepare != "" {
+		if _, err := setup.Exec(ctx, prepare); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old, err := setup.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { old.Rollback(ctx) })
+	if _, err := old.Exec(ctx, "SELECT count(*) FROM idempotency_keys"); err != nil {
+		t.Fatal(err)
+	}
+	return url
 }
 
 // count returns the number of idempotency_keys rows matching where.
@@ -273,22 +270,10 @@ func waitExpiredRows(t *testing.T, pool *pgxpool.Pool) {
 // start of the index visits each of them and its heap tuple again. (It revisits the
 // previous pass's batches once, TestPurgerRevisitsThePreviousPass: those entries only.)
 func TestPurgerResumesWhereItsLastPassEnded(t *testing.T) {
-	url := pgtest.NewDB(t)
+	const rows = 20000
+	url := keysBehindOlderSnapshot(t, rows, "")
 	setup := pgtest.Pool(t, url)
 	ctx := context.Background()
-	if err := idem.Migrate(ctx, setup); err != nil {
-		t.Fatal(err)
-	}
-	const rows = 20000
-	insertKeys(t, setup, 1, rows, "interval '-1 hour' + i * interval '1 millisecond'")
-	old, err := setup.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer old.Rollback(ctx)
-	if _, err := old.Exec(ctx, "SELECT count(*) FROM idempotency_keys"); err != nil {
-		t.Fatal(err)
-	}
 
 	pool := pgtest.PoolWithMax(t, url, 1)
 	store := idem.NewStore(pool)
