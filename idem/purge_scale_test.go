@@ -419,16 +419,11 @@ VALUES ('tenant-1', 'late', 'createPayment', '\x00', 'completed', $1)`, first.Cu
 // decoding message, which nothing reads.
 func flushCommits(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
-	ctx := context.Background()
-	tx, err := pool.Begin(ctx)
+	err := pgx.BeginFunc(context.Background(), pool, func(tx pgx.Tx) error {
+		_, err := tx.Exec(context.Background(), "SET LOCAL synchronous_commit = on; SELECT pg_logical_emit_message(true, 'idem-test', '')")
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, "SET LOCAL synchronous_commit = on; SELECT pg_logical_emit_message(true, 'idem-test', '')"); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
