@@ -151,11 +151,38 @@ func (f *flight) run(ctx context.Context) error {
 	}
 	if err == nil {
 		err = f.send(ctx)
+		f.forgetStalePlans(ctx)
 	}
 	if tracer != nil {
 		f.traceEnd(ctx, tracer, err)
 	}
 	return err
+}
+
+// forgetStalePlans deallocates the flight's prepared statements on the connection when the
+// server refused one of them because the tables it reads changed since it was prepared
+// ("cached plan must not change result type", 0A000: a migration that changed a column's
+// type). Prepared once for the connection's life, they would fail every later flight on
+// it; so the request that met the change fails, and the next one prepares them again.
+// The code is 0A000 (feature_not_supported; the message may be translated), so another
+// refusal of that code costs only a prepare again. The deallocation is the protocol's
+// Close message, which the server runs also in a failed transaction; an error of it is
+// left to the connection's next use.
+func (f *flight) forgetStalePlans(ctx context.Context) {
+	stale := false
+	for _, s := range f.queued {
+		if e := pgError(s.err); e != nil && e.Code == "0A000" {
+			stale = true
+		}
+	}
+	if !stale {
+		return
+	}
+	for _, s := range f.queued {
+		if s.sd != nil {
+			_ = f.conn.Deallocate(ctx, s.sql)
+		}
+	}
 }
 
 // prepare prepares the flight's statements on the connection (a no-op for those it has
