@@ -97,10 +97,11 @@ func (p *purgeStats) report(r idem.PurgeResult) {
 //
 // Then the longest purge batch (its bound and its DELETE, or a revisit of the previous
 // pass's batch) and the passes with one over 50 ms (each printed when it ends: sweep or
-// resumed), and WAL and full-page images per
-// request over both phases (one CHECKPOINT at the start, the purge's and vacuum's WAL
-// included) against a 10k-row table's run of -steady.small after a CHECKPOINT (inserts
-// alone: the comparison is conservative). With log_min_duration_statement among the
+// resumed), and WAL and full-page images per request over both phases (one CHECKPOINT at
+// the start, the purge's and vacuum's WAL included) against two 10k-row tables' runs of
+// -steady.small after a CHECKPOINT (smallBaseline): inserts alone, and inserts with
+// day-old rows expiring and purged as the large table's are, the same work at a small
+// size (the growth with the table alone). With log_min_duration_statement among the
 // -settings, the purge statements the server logged are printed at the end. Heavy (the
 // load of 10M rows takes ~9 minutes, the run 42); not run by default. With the settings
 // docs/sizing.md recommends:
@@ -115,21 +116,15 @@ func (p *purgeStats) report(r idem.PurgeResult) {
 //		-steady.rate 1000 -steady.expiry 1000 \
 //		-settings wal_compression=lz4,checkpoint_timeout=30min,max_wal_size=20GB,log_min_duration_statement=50
 func BenchmarkSteady(b *testing.B) {
-	small := database(b)
-	loadKeys(b, small, 10_000, 24*time.Hour)
+	// At the rate of the large table's run: full-page images per request fall as it rises.
+	sm, _ := smallBaseline(b, false)
+	smp, smpDeleted := smallBaseline(b, true)
 	large := database(b)
 	loadKeys(b, large, *steadyRows, time.Duration(float64(*steadyRows) / *steadyExpiry * float64(time.Second)))
-	logf := func(format string, args ...any) { b.Errorf(format, args...) }
-	smallSrv := httptest.NewServer(service.New(small, service.Options{Logf: logf}))
-	b.Cleanup(smallSrv.Close)
-	largeSrv := httptest.NewServer(service.New(large, service.Options{Logf: logf}))
+	largeSrv := httptest.NewServer(service.New(large, service.Options{Logf: func(format string, args ...any) { b.Errorf(format, args...) }}))
 	b.Cleanup(largeSrv.Close)
 	url := largeSrv.URL + "/payments"
-
-	randomKeys(b, smallSrv.URL+"/payments", 16, 5*time.Second) // warm up
-	// At the rate of the large table's run: full-page images per request fall as it rises.
-	sm := randomLoopAt(b, small, smallSrv.URL+"/payments", 16, *steadySmall, *steadyRate)
-	randomKeys(b, url, 16, 5*time.Second)
+	randomKeys(b, url, 16, 5*time.Second) // warm up
 
 	// The rows that expired during the load are purged and vacuumed first: the run starts
 	// from a table in its steady state.
@@ -146,7 +141,7 @@ func BenchmarkSteady(b *testing.B) {
 		}
 	}
 	w0, f0 := wal(b, large)
-	stats.start = time.Now()
+	stats.start, stats.deleted = time.Now(), 0
 	requests := steadyPhase(b, large, url, purger)
 	on, off, n := interleavedPhase(b, large, url, purger)
 	requests += n
@@ -157,12 +152,17 @@ func BenchmarkSteady(b *testing.B) {
 	ratio := median(on) / median(off)
 	fmt.Printf("p99 purge on / off: %.2f× (medians of %d and %d segments: %.2f ms, %.2f ms)\n", ratio, len(on), len(off), median(on), median(off))
 	walReq, fpiReq := float64(w1-w0)/float64(requests), float64(f1-f0)/float64(requests)
-	smallReq := float64(sm.walBytes) / float64(sm.n)
-	fmt.Printf("WAL per request: %.0f B and %.3f full-page images over %d requests; 10k rows: %.0f B and %.3f over %d: %.2f×\n",
-		walReq, fpiReq, requests, smallReq, float64(sm.fpi)/float64(sm.n), sm.n, walReq/smallReq)
+	smallReq, purgedReq := float64(sm.walBytes)/float64(sm.n), float64(smp.walBytes)/float64(smp.n)
+	fmt.Printf("WAL per request: %.0f B and %.3f full-page images over %d requests, %.2f rows deleted per request\n",
+		walReq, fpiReq, requests, float64(stats.deleted)/float64(requests))
+	fmt.Printf("  10k rows, inserts alone: %.0f B and %.3f over %d: %.2f×\n",
+		smallReq, float64(sm.fpi)/float64(sm.n), sm.n, walReq/smallReq)
+	fmt.Printf("  10k rows and the day-old rows expiring as the large table's do, purged: %.0f B and %.3f over %d, %.2f rows deleted per request: %.2f×\n",
+		purgedReq, float64(smp.fpi)/float64(smp.n), smp.n, float64(smpDeleted)/float64(smp.n), walReq/purgedReq)
 	printSlowStatements(b)
 	b.ReportMetric(ratio, "p99-on/off")
 	b.ReportMetric(walReq/smallReq, "WAL-large/small")
+	b.ReportMetric(walReq/purgedReq, "WAL-large/small-purged")
 	b.ReportMetric(float64(stats.longest.Microseconds())/1000, "longest-batch-ms")
 }
 
@@ -273,4 +273,58 @@ func printSlowStatements(b *testing.B) {
 	for _, l := range lines[:min(len(lines), 40)] {
 		fmt.Println("  " + l)
 	}
+}
+
+// smallBaseline runs the load (c=16, -steady.rate) for -steady.small after a CHECKPOINT
+// against a fresh table of 10k rows and returns its requests with the WAL they wrote.
+// With purge, the table also holds the rows that expire at -steady.expiry during the run
+// (bulk-loaded just before it, a day old, as the large table's are), and a Purger
+// (-steady.interval, -steady.batch) deletes them; a last pass and a VACUUM after the load
+// are counted too, so that the run writes the WAL of every row it expired. deleted is the
+// rows the purger deleted.
+func smallBaseline(b *testing.B, purge bool) (r scaleRun, deleted int64) {
+	b.Helper()
+	ctx := context.Background()
+	pool := database(b)
+	rows, expiry := 10_000, 24*time.Hour
+	if purge {
+		rows += int(*steadyExpiry * steadySmall.Seconds())
+		expiry = time.Duration(float64(rows) / *steadyExpiry * float64(time.Second))
+	}
+	srv := httptest.NewServer(service.New(pool, service.Options{Logf: func(format string, args ...any) { b.Errorf(format, args...) }}))
+	defer srv.Close()
+	url := srv.URL + "/payments"
+	if !purge {
+		loadKeys(b, pool, rows, expiry)
+		randomKeys(b, url, 16, 5*time.Second) // warm up
+		return randomLoopAt(b, pool, url, 16, *steadySmall, *steadyRate), 0
+	}
+	randomKeys(b, url, 16, 5*time.Second) // warm up, before the load: the rows' clock starts there
+	loadKeys(b, pool, rows, expiry)
+	if _, err := pool.Exec(ctx, "CHECKPOINT"); err != nil {
+		b.Fatal(err)
+	}
+	w0, f0 := wal(b, pool)
+	var mu sync.Mutex
+	purger := idem.NewPurger(idem.NewStore(pool), *steadyInterval, *steadyBatch, func(p idem.PurgeResult) {
+		mu.Lock()
+		deleted += p.Deleted
+		mu.Unlock()
+	})
+	runCtx, cancel := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	running.Go(func() { purger.Run(runCtx) })
+	r = randomKeysAt(b, url, 16, *steadySmall, *steadyRate)
+	cancel()
+	running.Wait()
+	last := purger.Once(ctx)
+	if last.Err != nil {
+		b.Fatal(last.Err)
+	}
+	if _, err := pool.Exec(ctx, "VACUUM idempotency_keys"); err != nil {
+		b.Fatal(err)
+	}
+	w1, f1 := wal(b, pool)
+	r.walBytes, r.fpi = w1-w0, f1-f0
+	return r, deleted + last.Deleted
 }
