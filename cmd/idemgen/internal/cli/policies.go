@@ -25,7 +25,9 @@ and needs no database. Spec errors are printed as FILE:LINE:COL: message (exit 1
 
 With -against OLD, prints instead what changed from the spec OLD to SPEC, for a reviewer:
 an operation newly marked, one that lost its marker (RISK: its retries run again), and
-per operation each field that changed (lease 30s -> 10s). Exit status 0 either way.
+per operation each field that changed (lease 30s -> 10s; RISK for a key made optional
+and a retention shortened: a retry later than the new one runs again). Exit status 0
+either way.
 
 With -overlay FILE (repeatable, in order), the OpenAPI Overlay documents are applied to
 SPEC as idemgen generate -overlay applies them, and to OLD too unless -against-overlay
@@ -208,7 +210,11 @@ func policyDiff(a, b policyJSON) []string {
 		}
 	}
 	add("lease", a.Lease, b.Lease)
-	add("retention", a.Retention, b.Retention)
+	if shorter(b.Retention, a.Retention) {
+		out = append(out, fmt.Sprintf("RISK retention %s -> %s (a retry later than %s runs again)", a.Retention, b.Retention, b.Retention))
+	} else {
+		add("retention", a.Retention, b.Retention)
+	}
 	add("timeout", a.Timeout, b.Timeout)
 	add("wait", a.Wait, b.Wait)
 	add("isolation", orDefault(a.Isolation), orDefault(b.Isolation))
@@ -240,6 +246,13 @@ func dur(d time.Duration) string {
 		return s + "m"
 	}
 	return s
+}
+
+// shorter reports whether the duration x (dur's notation) is set and shorter than y.
+func shorter(x, y string) bool {
+	dx, errx := time.ParseDuration(x)
+	dy, erry := time.ParseDuration(y)
+	return errx == nil && erry == nil && dx < dy
 }
 
 func orNone(s string) string {

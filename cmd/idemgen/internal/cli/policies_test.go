@@ -102,3 +102,26 @@ func TestPolicies(t *testing.T) {
 		t.Errorf("policies without a spec: exit %d:\n%s", code, stderr)
 	}
 }
+
+// TestPoliciesRetentionRisk flags a shortened retention as a risk (a retry later than the
+// new retention runs again) and a lengthened one as a plain change.
+func TestPoliciesRetentionRisk(t *testing.T) {
+	dir := t.TempDir()
+	spec := func(name, retention string) string {
+		p := filepath.Join(dir, name)
+		text := strings.Replace(policiesOld, "{lease: 30s, required: true}", "{lease: 30s, required: true, retention: "+retention+"}", 1)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	day, hour := spec("day.yaml", "24h"), spec("hour.yaml", "1h")
+	code, stdout, stderr := run("policies", "-against", day, hour)
+	if want := "createOrder (POST /orders): RISK retention 24h -> 1h (a retry later than 1h runs again)"; code != ExitOK || !strings.Contains(stdout, want) {
+		t.Errorf("policies -against, retention shortened: exit %d, output lacks %q:\n%s%s", code, want, stdout, stderr)
+	}
+	code, stdout, stderr = run("policies", "-against", hour, day)
+	if want := "createOrder (POST /orders): retention 1h -> 24h\n"; code != ExitOK || !strings.Contains(stdout, want) || strings.Contains(stdout, "RISK") {
+		t.Errorf("policies -against, retention lengthened: exit %d, want %q without RISK:\n%s%s", code, want, stdout, stderr)
+	}
+}
