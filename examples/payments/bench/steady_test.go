@@ -121,9 +121,7 @@ func BenchmarkSteady(b *testing.B) {
 	smp, smpDeleted := smallBaseline(b, true)
 	large := database(b)
 	loadKeys(b, large, *steadyRows, time.Duration(float64(*steadyRows) / *steadyExpiry * float64(time.Second)))
-	largeSrv := httptest.NewServer(service.New(large, service.Options{Logf: func(format string, args ...any) { b.Errorf(format, args...) }}))
-	b.Cleanup(largeSrv.Close)
-	url := largeSrv.URL + "/payments"
+	url := servePayments(b, large)
 	randomKeys(b, url, 16, 5*time.Second) // warm up
 
 	// The rows that expired during the load are purged and vacuumed first: the run starts
@@ -141,7 +139,7 @@ func BenchmarkSteady(b *testing.B) {
 		}
 	}
 	w0, f0 := wal(b, large)
-	stats.start, stats.deleted = time.Now(), 0
+	stats.start = time.Now()
 	requests := steadyPhase(b, large, url, purger)
 	on, off, n := interleavedPhase(b, large, url, purger)
 	requests += n
@@ -171,11 +169,7 @@ func BenchmarkSteady(b *testing.B) {
 // run; it returns the requests served.
 func steadyPhase(b *testing.B, pool *pgxpool.Pool, url string, purger *idem.Purger) (requests int) {
 	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	var running sync.WaitGroup
-	running.Go(func() { purger.Run(ctx) })
-	defer running.Wait()
-	defer cancel()
+	defer runPurger(purger)()
 	first := sampleTable(b, pool)
 	var samples []steadySample
 	fmt.Printf("\nsteady phase: %v with the purger on\n", *steadyDuration)
@@ -211,14 +205,12 @@ func interleavedPhase(b *testing.B, pool *pgxpool.Pool, url string, purger *idem
 	printSampleHeader("segment, purge")
 	for seg := range *steadySegments {
 		purging := (seg+1)/2%2 == 0 // on, off, off, on, on, off, ...
-		ctx, cancel := context.WithCancel(context.Background())
-		var running sync.WaitGroup
+		stop := func() {}
 		if purging {
-			running.Go(func() { purger.Run(ctx) })
+			stop = runPurger(purger)
 		}
 		r := randomKeysAt(b, url, 16, *steadySegment, *steadyRate)
-		cancel()
-		running.Wait()
+		stop()
 		requests += r.n
 		p99 := ms(percentile(r.lat, 0.99))
 		if purging {
@@ -291,9 +283,7 @@ func smallBaseline(b *testing.B, purge bool) (r scaleRun, deleted int64) {
 		rows += int(*steadyExpiry * steadySmall.Seconds())
 		expiry = time.Duration(float64(rows) / *steadyExpiry * float64(time.Second))
 	}
-	srv := httptest.NewServer(service.New(pool, service.Options{Logf: func(format string, args ...any) { b.Errorf(format, args...) }}))
-	defer srv.Close()
-	url := srv.URL + "/payments"
+	url := servePayments(b, pool)
 	if !purge {
 		loadKeys(b, pool, rows, expiry)
 		randomKeys(b, url, 16, 5*time.Second) // warm up
@@ -305,18 +295,11 @@ func smallBaseline(b *testing.B, purge bool) (r scaleRun, deleted int64) {
 		b.Fatal(err)
 	}
 	w0, f0 := wal(b, pool)
-	var mu sync.Mutex
-	purger := idem.NewPurger(idem.NewStore(pool), *steadyInterval, *steadyBatch, func(p idem.PurgeResult) {
-		mu.Lock()
-		deleted += p.Deleted
-		mu.Unlock()
-	})
-	runCtx, cancel := context.WithCancel(ctx)
-	var running sync.WaitGroup
-	running.Go(func() { purger.Run(runCtx) })
+	stats := purgeStats{start: time.Now()}
+	purger := idem.NewPurger(idem.NewStore(pool), *steadyInterval, *steadyBatch, stats.report)
+	stop := runPurger(purger)
 	r = randomKeysAt(b, url, 16, *steadySmall, *steadyRate)
-	cancel()
-	running.Wait()
+	stop()
 	last := purger.Once(ctx)
 	if last.Err != nil {
 		b.Fatal(last.Err)
@@ -326,5 +309,25 @@ func smallBaseline(b *testing.B, purge bool) (r scaleRun, deleted int64) {
 	}
 	w1, f1 := wal(b, pool)
 	r.walBytes, r.fpi = w1-w0, f1-f0
-	return r, deleted + last.Deleted
+	return r, stats.deleted + last.Deleted
+}
+
+// servePayments serves the payments example's handler on pool until the benchmark ends
+// and returns its POST /payments URL; a 500's error fails the benchmark.
+func servePayments(b *testing.B, pool *pgxpool.Pool) string {
+	srv := httptest.NewServer(service.New(pool, service.Options{Logf: func(format string, args ...any) { b.Errorf(format, args...) }}))
+	b.Cleanup(srv.Close)
+	return srv.URL + "/payments"
+}
+
+// runPurger runs purger's loop until the returned stop is called; stop returns once the
+// loop has ended.
+func runPurger(purger *idem.Purger) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var running sync.WaitGroup
+	running.Go(func() { purger.Run(ctx) })
+	return func() {
+		cancel()
+		running.Wait()
+	}
 }
