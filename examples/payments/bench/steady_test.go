@@ -103,8 +103,8 @@ func (p *purgeStats) report(r idem.PurgeResult) {
 // day-old rows expiring and purged as the large table's are, the same work at a small
 // size (the growth with the table alone). With log_min_duration_statement among the
 // -settings, the purge statements the server logged are printed at the end. Heavy (the
-// load of 10M rows takes ~9 minutes, the run 42); not run by default. With the settings
-// docs/sizing.md recommends:
+// load of 10M rows takes ~3 minutes, the two 10k-row runs ~7, the steady run 42); not
+// run by default. With the settings docs/sizing.md recommends:
 //
 //	go -C examples test ./payments/bench -run '^$' -bench Steady -benchtime 1x -timeout 3h -steady.expiry 2500 \
 //		-settings wal_compression=lz4,checkpoint_timeout=30min,max_wal_size=20GB
