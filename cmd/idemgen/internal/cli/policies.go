@@ -215,7 +215,11 @@ func policyDiff(a, b policyJSON) []string {
 	} else {
 		add("retention", a.Retention, b.Retention)
 	}
-	add("timeout", a.Timeout, b.Timeout)
+	if a.Timeout != "" && b.Timeout == "" {
+		out = append(out, fmt.Sprintf("RISK timeout %s -> none (the business runs as long as the request lasts, and its retries wait or get 409 all that time)", a.Timeout))
+	} else {
+		add("timeout", a.Timeout, b.Timeout)
+	}
 	add("wait", a.Wait, b.Wait)
 	add("isolation", orDefault(a.Isolation), orDefault(b.Isolation))
 	add("store", a.Store, b.Store)

@@ -104,7 +104,8 @@ func TestPolicies(t *testing.T) {
 }
 
 // TestPoliciesRetentionRisk flags a shortened retention as a risk (a retry later than the
-// new retention runs again) and a lengthened one as a plain change.
+// new retention runs again) and a lengthened one as a plain change; a removed timeout as
+// a risk, an added one as a plain change.
 func TestPoliciesRetentionRisk(t *testing.T) {
 	dir := t.TempDir()
 	spec := func(name, retention string) string {
@@ -123,5 +124,15 @@ func TestPoliciesRetentionRisk(t *testing.T) {
 	code, stdout, stderr = run("policies", "-against", hour, day)
 	if want := "createOrder (POST /orders): retention 1h -> 24h\n"; code != ExitOK || !strings.Contains(stdout, want) || strings.Contains(stdout, "RISK") {
 		t.Errorf("policies -against, retention lengthened: exit %d, want %q without RISK:\n%s%s", code, want, stdout, stderr)
+	}
+
+	bounded := spec("bounded.yaml", "24h, timeout: 10s")
+	code, stdout, stderr = run("policies", "-against", bounded, day)
+	if want := "createOrder (POST /orders): RISK timeout 10s -> none ("; code != ExitOK || !strings.Contains(stdout, want) {
+		t.Errorf("policies -against, timeout removed: exit %d, output lacks %q:\n%s%s", code, want, stdout, stderr)
+	}
+	code, stdout, stderr = run("policies", "-against", day, bounded)
+	if want := "createOrder (POST /orders): timeout none -> 10s\n"; code != ExitOK || !strings.Contains(stdout, want) || strings.Contains(stdout, "RISK") {
+		t.Errorf("policies -against, timeout added: exit %d, want %q without RISK:\n%s%s", code, want, stdout, stderr)
 	}
 }
