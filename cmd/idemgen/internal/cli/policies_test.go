@@ -103,20 +103,21 @@ func TestPolicies(t *testing.T) {
 	}
 }
 
-// TestPoliciesRetentionRisk flags a shortened retention as a risk (a retry later than the
+// TestPoliciesBoundRisks flags a shortened retention as a risk (a retry later than the
 // new retention runs again) and a lengthened one as a plain change; a removed timeout as
 // a risk, an added one as a plain change.
-func TestPoliciesRetentionRisk(t *testing.T) {
+func TestPoliciesBoundRisks(t *testing.T) {
 	dir := t.TempDir()
-	spec := func(name, retention string) string {
+	// spec is policiesOld with fields ("retention: 1h") added to createOrder's marker.
+	spec := func(name, fields string) string {
 		p := filepath.Join(dir, name)
-		text := strings.Replace(policiesOld, "{lease: 30s, required: true}", "{lease: 30s, required: true, retention: "+retention+"}", 1)
+		text := strings.Replace(policiesOld, "{lease: 30s, required: true}", "{lease: 30s, required: true, "+fields+"}", 1)
 		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
-	day, hour := spec("day.yaml", "24h"), spec("hour.yaml", "1h")
+	day, hour := spec("day.yaml", "retention: 24h"), spec("hour.yaml", "retention: 1h")
 	code, stdout, stderr := run("policies", "-against", day, hour)
 	if want := "createOrder (POST /orders): RISK retention 24h -> 1h (a retry later than 1h runs again)"; code != ExitOK || !strings.Contains(stdout, want) {
 		t.Errorf("policies -against, retention shortened: exit %d, output lacks %q:\n%s%s", code, want, stdout, stderr)
@@ -126,7 +127,7 @@ func TestPoliciesRetentionRisk(t *testing.T) {
 		t.Errorf("policies -against, retention lengthened: exit %d, want %q without RISK:\n%s%s", code, want, stdout, stderr)
 	}
 
-	bounded := spec("bounded.yaml", "24h, timeout: 10s")
+	bounded := spec("bounded.yaml", "retention: 24h, timeout: 10s")
 	code, stdout, stderr = run("policies", "-against", bounded, day)
 	if want := "createOrder (POST /orders): RISK timeout 10s -> none ("; code != ExitOK || !strings.Contains(stdout, want) {
 		t.Errorf("policies -against, timeout removed: exit %d, output lacks %q:\n%s%s", code, want, stdout, stderr)
