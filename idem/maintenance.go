@@ -50,24 +50,19 @@ func (s *Store) purgePass(ctx context.Context, batchSize int, from time.Time, re
 		return r, revisit
 	}
 	r.Cutoff = cutoff.Time
-	st, err := s.purgeStatements(ctx)
-	if err != nil {
-		r.Err = fmt.Errorf("idem: purge: %w", err)
-		return r, revisit
-	}
-	if left := s.revisit(ctx, st, &r, cutoff, revisit); len(left) > 0 {
+	if left := s.revisit(ctx, &r, cutoff, revisit); len(left) > 0 {
 		return r, left
 	}
 	after := pgtype.Timestamptz{Time: from, Valid: true}
 	if from.IsZero() {
-		first, err := s.firstLeft(ctx, st, &r, cutoff)
+		first, err := s.firstLeft(ctx, &r, cutoff)
 		if err != nil || len(first) == 0 {
 			r.CaughtUp = err == nil
 			return r, nil
 		}
 		after = first[0]
 	}
-	return r, s.purgeBatches(ctx, st, &r, batchSize, cutoff, after)
+	return r, s.purgeBatches(ctx, &r, batchSize, cutoff, after)
 }
 
 // firstLeft is a sweep's first statement: the expires_at of the first row left in the
@@ -77,9 +72,9 @@ func (s *Store) purgePass(ctx context.Context, batchSize int, from time.Time, re
 // batches then begin at that row, and none of their statements, nor the planner's
 // look-up of the range's end, walks those entries again (from -infinity the first batch's
 // DELETE took 62–134 ms at 10M rows).
-func (s *Store) firstLeft(ctx context.Context, st purgeStatements, r *PurgeResult, cutoff pgtype.Timestamptz) ([]pgtype.Timestamptz, error) {
+func (s *Store) firstLeft(ctx context.Context, r *PurgeResult, cutoff pgtype.Timestamptz) ([]pgtype.Timestamptz, error) {
 	start := time.Now()
-	first, err := st.bound(ctx, idemdb.PurgeBoundParams{
+	first, err := s.scan.PurgeBound(ctx, idemdb.PurgeBoundParams{
 		FromAt: pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}, Cutoff: cutoff, BatchSize: 1})
 	r.LongestBatch = max(r.LongestBatch, time.Since(start))
 	if err != nil {
@@ -101,10 +96,10 @@ func (s *Store) firstLeft(ctx context.Context, st purgeStatements, r *PurgeResul
 // answers: a bitmap scan, which a DELETE's plan may be, marks nothing); only a span with
 // a row left is deleted again, and walked once more. It returns the spans it did not revisit, from the one that
 // failed (r.Err), or none.
-func (s *Store) revisit(ctx context.Context, st purgeStatements, r *PurgeResult, cutoff pgtype.Timestamptz, spans []purgeSpan) []purgeSpan {
+func (s *Store) revisit(ctx context.Context, r *PurgeResult, cutoff pgtype.Timestamptz, spans []purgeSpan) []purgeSpan {
 	for i, sp := range spans {
 		start := time.Now()
-		n, err := s.revisitSpan(ctx, st, sp, cutoff)
+		n, err := s.revisitSpan(ctx, sp, cutoff)
 		r.Deleted += n
 		r.Revisited++
 		r.LongestBatch = max(r.LongestBatch, time.Since(start))
@@ -119,27 +114,27 @@ func (s *Store) revisit(ctx context.Context, st purgeStatements, r *PurgeResult,
 // revisitSpan walks sp's index entries up to its first row left; if there is one, it
 // deletes the rows past retention at cutoff in sp, then walks the span again (the
 // entries past that row).
-func (s *Store) revisitSpan(ctx context.Context, st purgeStatements, sp purgeSpan, cutoff pgtype.Timestamptz) (int64, error) {
+func (s *Store) revisitSpan(ctx context.Context, sp purgeSpan, cutoff pgtype.Timestamptz) (int64, error) {
 	walk := idemdb.PurgeBoundParams{FromAt: sp.from, Cutoff: sp.upto, BatchSize: 1}
-	left, err := st.bound(ctx, walk)
+	left, err := s.scan.PurgeBound(ctx, walk)
 	if err != nil || len(left) == 0 {
 		return 0, err
 	}
-	n, err := st.delete(ctx, idemdb.PurgeExpiredParams{FromAt: sp.from, Upto: sp.upto, Cutoff: cutoff})
+	n, err := s.scan.PurgeExpired(ctx, idemdb.PurgeExpiredParams{FromAt: sp.from, Upto: sp.upto, Cutoff: cutoff})
 	if err != nil {
 		return n, err
 	}
-	_, err = st.bound(ctx, walk)
+	_, err = s.scan.PurgeBound(ctx, walk)
 	return n, err
 }
 
 // purgeBatches deletes the rows past retention at cutoff from expires_at = after up to
 // cutoff, batchSize rows a batch, and returns the spans of the batches it ran.
-func (s *Store) purgeBatches(ctx context.Context, st purgeStatements, r *PurgeResult, batchSize int, cutoff, after pgtype.Timestamptz) []purgeSpan {
+func (s *Store) purgeBatches(ctx context.Context, r *PurgeResult, batchSize int, cutoff, after pgtype.Timestamptz) []purgeSpan {
 	var spans []purgeSpan
 	for {
 		start := time.Now()
-		bound, err := st.bound(ctx, idemdb.PurgeBoundParams{FromAt: after, Cutoff: cutoff, BatchSize: int32(batchSize)})
+		bound, err := s.scan.PurgeBound(ctx, idemdb.PurgeBoundParams{FromAt: after, Cutoff: cutoff, BatchSize: int32(batchSize)})
 		if err != nil {
 			r.Err = fmt.Errorf("idem: purge: %w", err)
 			return spans
@@ -148,7 +143,7 @@ func (s *Store) purgeBatches(ctx context.Context, st purgeStatements, r *PurgeRe
 		if !last {
 			upto = bound[0]
 		}
-		n, err := st.delete(ctx, idemdb.PurgeExpiredParams{FromAt: after, Upto: upto, Cutoff: cutoff})
+		n, err := s.scan.PurgeExpired(ctx, idemdb.PurgeExpiredParams{FromAt: after, Upto: upto, Cutoff: cutoff})
 		r.Deleted += n
 		r.Batches++
 		r.LongestBatch = max(r.LongestBatch, time.Since(start))
@@ -169,35 +164,6 @@ func (s *Store) purgeBatches(ctx context.Context, st purgeStatements, r *PurgeRe
 		}
 		after = upto
 	}
-}
-
-// purgeStatements are a pass's two statements: bound, the end of the next batch
-// (PurgeBound), and delete, one batch (PurgeExpired). On plain PostgreSQL their bounds
-// are scalar subqueries, which the planner estimates without looking into the index;
-// on Citus they are constants, which it needs to plan a statement on every shard.
-type purgeStatements struct {
-	bound  func(context.Context, idemdb.PurgeBoundParams) ([]pgtype.Timestamptz, error)
-	delete func(context.Context, idemdb.PurgeExpiredParams) (int64, error)
-}
-
-// purgeStatements returns the purge's statements for the store's database, asked once
-// per pass whether it is a Citus node.
-func (s *Store) purgeStatements(ctx context.Context) (purgeStatements, error) {
-	citus, err := s.onCitus(ctx)
-	if err != nil {
-		return purgeStatements{}, err
-	}
-	if !citus {
-		return purgeStatements{bound: s.scan.PurgeBound, delete: s.scan.PurgeExpired}, nil
-	}
-	return purgeStatements{
-		bound: func(ctx context.Context, p idemdb.PurgeBoundParams) ([]pgtype.Timestamptz, error) {
-			return s.scan.PurgeBoundCitus(ctx, idemdb.PurgeBoundCitusParams(p))
-		},
-		delete: func(ctx context.Context, p idemdb.PurgeExpiredParams) (int64, error) {
-			return s.scan.PurgeExpiredCitus(ctx, idemdb.PurgeExpiredCitusParams(p))
-		},
-	}, nil
 }
 
 // StaleClaims counts the claims held now for longer than their lease: transactions that
@@ -290,7 +256,7 @@ func (s *Store) citusCached(ctx context.Context, conn *pgx.Conn) (bool, error) {
 
 // simpleProtocol runs its statements in pgx's simple protocol: the arguments are sent in
 // the statement's text, so the server plans it with their values. The statements that
-// scan every shard on Citus (the purge's, DuplicatePayloads) go through it, since Citus
+// scan every shard on Citus (PurgeExpired, DuplicatePayloads) go through it, since Citus
 // cannot plan a multi-shard statement with parameters under a generic plan ("could not
 // create distributed plan"), which PostgreSQL may pick for any prepared statement.
 type simpleProtocol struct{ db idemdb.DBTX }

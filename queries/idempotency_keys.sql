@@ -154,26 +154,9 @@ SELECT now()::timestamptz AS cutoff;
 -- The end of the next batch: the expires_at of the batch_size-th row at or after from, no
 -- later than the cutoff; no row when fewer are left (the batch then ends at the cutoff,
 -- and it is the pass's last). An index range scan from `from` upwards that stops after
--- batch_size entries. The bounds are scalar subqueries (InitPlans: values the planner
--- does not see), so that planning reads no index: with constants, PostgreSQL's estimate
--- of a range near the index's minimum looks up its actual minimum in the index
--- (get_actual_variable_range), walking the entries of the rows deleted and not yet
--- vacuumed, up to 100 heap pages, which are those the purge just left; with parameters of
--- unknown value it takes a default selectivity instead, and the plan is the same ordered
--- index scan, bounded at both ends when it runs. Plain PostgreSQL; on Citus,
--- PurgeBoundCitus.
+-- batch_size entries. On Citus each shard returns its first batch_size entries and the
+-- coordinator takes the batch_size-th of their merge.
 -- name: PurgeBound :many
-SELECT expires_at
-FROM idempotency_keys
-WHERE expires_at >= (SELECT sqlc.arg(from_at)::timestamptz) AND expires_at <= (SELECT sqlc.arg(cutoff)::timestamptz)
-ORDER BY expires_at
-OFFSET sqlc.arg(batch_size)::int - 1
-LIMIT 1;
-
--- PurgeBound on Citus, with constant bounds (sent in the simple protocol): Citus plans a
--- multi-shard statement with its values. Each shard returns its first batch_size entries
--- and the coordinator takes the batch_size-th of their merge.
--- name: PurgeBoundCitus :many
 SELECT expires_at
 FROM idempotency_keys
 WHERE expires_at >= sqlc.arg(from_at)::timestamptz AND expires_at <= sqlc.arg(cutoff)::timestamptz
@@ -184,19 +167,11 @@ LIMIT 1;
 -- One batch: the rows past retention with expires_at in [from, upto] (upto from PurgeBound,
 -- or the cutoff: batch_size rows, plus the rows that share upto's expires_at). Completed
 -- rows, and v1 claims whose lease ended before the cutoff. One statement on its own
--- columns, with no join: its plan is an index range scan bounded at both ends when it runs,
--- or a bitmap scan of that range; it cannot turn into a scan of the table, or of the
--- entries before from. The bounds are scalar subqueries, as PurgeBound's (no look-up in
--- the index while planning). A row taken over meanwhile (its expires_at moved on) is
--- re-checked by the DELETE and kept. Plain PostgreSQL; on Citus, PurgeExpiredCitus.
+-- columns, with no subquery and no join: its plan is an index range scan bounded at both
+-- ends by constants (sent in the simple protocol), or a bitmap scan of that range; it
+-- cannot turn into a scan of the table, or of the entries before from. A row taken over
+-- meanwhile (its expires_at moved on) is re-checked by the DELETE and kept.
 -- name: PurgeExpired :execrows
-DELETE FROM idempotency_keys
-WHERE expires_at >= (SELECT sqlc.arg(from_at)::timestamptz) AND expires_at <= (SELECT sqlc.arg(upto)::timestamptz)
-  AND (status = 'completed' OR leased_until <= sqlc.arg(cutoff)::timestamptz);
-
--- PurgeExpired on Citus, with constant bounds (sent in the simple protocol; a subquery
--- would be planned by the coordinator apart): one DELETE on every shard.
--- name: PurgeExpiredCitus :execrows
 DELETE FROM idempotency_keys
 WHERE expires_at >= sqlc.arg(from_at)::timestamptz AND expires_at <= sqlc.arg(upto)::timestamptz
   AND (status = 'completed' OR leased_until <= sqlc.arg(cutoff)::timestamptz);

@@ -50,18 +50,11 @@ var citusRules = map[string]string{
 // are exempt from, with the reason. Nothing a request sends is here.
 var multiShard = map[string]map[string]string{
 	"PurgeBound": {
-		"routing":      "maintenance: the end of the purge's next batch, along expires_at across every tenant",
-		"generic-plan": "plain PostgreSQL only (its bounds are subqueries the planner does not look into); on Citus idem sends PurgeBoundCitus",
-	},
-	"PurgeBoundCitus": {
-		"routing": "maintenance: PurgeBound on Citus (each shard returns its first rows in order, the coordinator merges them); sent in the simple protocol",
+		"routing": "maintenance: the end of the purge's next batch, along expires_at across every tenant " +
+			"(each shard returns its first rows in order, the coordinator merges them); sent in the simple protocol",
 	},
 	"PurgeExpired": {
-		"routing":      "maintenance: deletes a range of expires_at of every tenant, one batch",
-		"generic-plan": "plain PostgreSQL only (its bounds are subqueries the planner does not look into); on Citus idem sends PurgeExpiredCitus",
-	},
-	"PurgeExpiredCitus": {
-		"routing": "maintenance: PurgeExpired on Citus, one batch on every shard; sent in the simple protocol",
+		"routing": "maintenance: deletes a range of expires_at of every tenant, one batch; sent in the simple protocol",
 	},
 	"DuplicatePayloads": {
 		"routing":      "the repeated-payload gauge: groups the recent keys of every tenant",

@@ -506,7 +506,7 @@ func (q *Queries) LockKeyOnly(ctx context.Context, arg LockKeyOnlyParams) (LockK
 const purgeBound = `-- name: PurgeBound :many
 SELECT expires_at
 FROM idempotency_keys
-WHERE expires_at >= (SELECT $1::timestamptz) AND expires_at <= (SELECT $2::timestamptz)
+WHERE expires_at >= $1::timestamptz AND expires_at <= $2::timestamptz
 ORDER BY expires_at
 OFFSET $3::int - 1
 LIMIT 1
@@ -521,54 +521,10 @@ type PurgeBoundParams struct {
 // The end of the next batch: the expires_at of the batch_size-th row at or after from, no
 // later than the cutoff; no row when fewer are left (the batch then ends at the cutoff,
 // and it is the pass's last). An index range scan from `from` upwards that stops after
-// batch_size entries. The bounds are scalar subqueries (InitPlans: values the planner
-// does not see), so that planning reads no index: with constants, PostgreSQL's estimate
-// of a range near the index's minimum looks up its actual minimum in the index
-// (get_actual_variable_range), walking the entries of the rows deleted and not yet
-// vacuumed, up to 100 heap pages, which are those the purge just left; with parameters of
-// unknown value it takes a default selectivity instead, and the plan is the same ordered
-// index scan, bounded at both ends when it runs. Plain PostgreSQL; on Citus,
-// PurgeBoundCitus.
+// batch_size entries. On Citus each shard returns its first batch_size entries and the
+// coordinator takes the batch_size-th of their merge.
 func (q *Queries) PurgeBound(ctx context.Context, arg PurgeBoundParams) ([]pgtype.Timestamptz, error) {
 	rows, err := q.db.Query(ctx, purgeBound, arg.FromAt, arg.Cutoff, arg.BatchSize)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	items := []pgtype.Timestamptz{}
-	for rows.Next() {
-		var expires_at pgtype.Timestamptz
-		if err := rows.Scan(&expires_at); err != nil {
-			return nil, err
-		}
-		items = append(items, expires_at)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
-}
-
-const purgeBoundCitus = `-- name: PurgeBoundCitus :many
-SELECT expires_at
-FROM idempotency_keys
-WHERE expires_at >= $1::timestamptz AND expires_at <= $2::timestamptz
-ORDER BY expires_at
-OFFSET $3::int - 1
-LIMIT 1
-`
-
-type PurgeBoundCitusParams struct {
-	FromAt    pgtype.Timestamptz
-	Cutoff    pgtype.Timestamptz
-	BatchSize int32
-}
-
-// PurgeBound on Citus, with constant bounds (sent in the simple protocol): Citus plans a
-// multi-shard statement with its values. Each shard returns its first batch_size entries
-// and the coordinator takes the batch_size-th of their merge.
-func (q *Queries) PurgeBoundCitus(ctx context.Context, arg PurgeBoundCitusParams) ([]pgtype.Timestamptz, error) {
-	rows, err := q.db.Query(ctx, purgeBoundCitus, arg.FromAt, arg.Cutoff, arg.BatchSize)
 	if err != nil {
 		return nil, err
 	}
@@ -605,7 +561,7 @@ func (q *Queries) PurgeCutoff(ctx context.Context) (pgtype.Timestamptz, error) {
 
 const purgeExpired = `-- name: PurgeExpired :execrows
 DELETE FROM idempotency_keys
-WHERE expires_at >= (SELECT $1::timestamptz) AND expires_at <= (SELECT $2::timestamptz)
+WHERE expires_at >= $1::timestamptz AND expires_at <= $2::timestamptz
   AND (status = 'completed' OR leased_until <= $3::timestamptz)
 `
 
@@ -618,35 +574,12 @@ type PurgeExpiredParams struct {
 // One batch: the rows past retention with expires_at in [from, upto] (upto from PurgeBound,
 // or the cutoff: batch_size rows, plus the rows that share upto's expires_at). Completed
 // rows, and v1 claims whose lease ended before the cutoff. One statement on its own
-// columns, with no join: its plan is an index range scan bounded at both ends when it runs,
-// or a bitmap scan of that range; it cannot turn into a scan of the table, or of the
-// entries before from. The bounds are scalar subqueries, as PurgeBound's (no look-up in
-// the index while planning). A row taken over meanwhile (its expires_at moved on) is
-// re-checked by the DELETE and kept. Plain PostgreSQL; on Citus, PurgeExpiredCitus.
+// columns, with no subquery and no join: its plan is an index range scan bounded at both
+// ends by constants (sent in the simple protocol), or a bitmap scan of that range; it
+// cannot turn into a scan of the table, or of the entries before from. A row taken over
+// meanwhile (its expires_at moved on) is re-checked by the DELETE and kept.
 func (q *Queries) PurgeExpired(ctx context.Context, arg PurgeExpiredParams) (int64, error) {
 	result, err := q.db.Exec(ctx, purgeExpired, arg.FromAt, arg.Upto, arg.Cutoff)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
-}
-
-const purgeExpiredCitus = `-- name: PurgeExpiredCitus :execrows
-DELETE FROM idempotency_keys
-WHERE expires_at >= $1::timestamptz AND expires_at <= $2::timestamptz
-  AND (status = 'completed' OR leased_until <= $3::timestamptz)
-`
-
-type PurgeExpiredCitusParams struct {
-	FromAt pgtype.Timestamptz
-	Upto   pgtype.Timestamptz
-	Cutoff pgtype.Timestamptz
-}
-
-// PurgeExpired on Citus, with constant bounds (sent in the simple protocol; a subquery
-// would be planned by the coordinator apart): one DELETE on every shard.
-func (q *Queries) PurgeExpiredCitus(ctx context.Context, arg PurgeExpiredCitusParams) (int64, error) {
-	result, err := q.db.Exec(ctx, purgeExpiredCitus, arg.FromAt, arg.Upto, arg.Cutoff)
 	if err != nil {
 		return 0, err
 	}
