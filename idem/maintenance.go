@@ -44,25 +44,25 @@ func (s *Store) purgePass(ctx context.Context, batchSize int, from time.Time, re
 		batchSize = DefaultPurgeBatchSize
 	}
 	r := PurgeResult{From: from}
-	cutoff, err := s.q.PurgeCutoff(ctx)
+	run, cutoff, err := s.purgeStart(ctx)
 	if err != nil {
 		r.Err = fmt.Errorf("idem: purge: %w", err)
 		return r, revisit
 	}
 	r.Cutoff = cutoff.Time
-	if left := s.revisit(ctx, &r, cutoff, revisit); len(left) > 0 {
+	if left := s.revisit(ctx, run, &r, cutoff, revisit); len(left) > 0 {
 		return r, left
 	}
 	after := pgtype.Timestamptz{Time: from, Valid: true}
 	if from.IsZero() {
-		first, err := s.firstLeft(ctx, &r, cutoff)
+		first, err := s.firstLeft(ctx, run, &r, cutoff)
 		if err != nil || len(first) == 0 {
 			r.CaughtUp = err == nil
 			return r, nil
 		}
 		after = first[0]
 	}
-	return r, s.purgeBatches(ctx, &r, batchSize, cutoff, after)
+	return r, s.purgeBatches(ctx, run, &r, batchSize, cutoff, after)
 }
 
 // firstLeft is a sweep's first statement: the expires_at of the first row left in the
@@ -72,10 +72,13 @@ func (s *Store) purgePass(ctx context.Context, batchSize int, from time.Time, re
 // batches then begin at that row, and none of their statements, nor the planner's
 // look-up of the range's end, walks those entries again (from -infinity the first batch's
 // DELETE took 62–134 ms at 10M rows).
-func (s *Store) firstLeft(ctx context.Context, r *PurgeResult, cutoff pgtype.Timestamptz) ([]pgtype.Timestamptz, error) {
+func (s *Store) firstLeft(ctx context.Context, run purgeRunner, r *PurgeResult, cutoff pgtype.Timestamptz) (first []pgtype.Timestamptz, err error) {
 	start := time.Now()
-	first, err := s.scan.PurgeBound(ctx, idemdb.PurgeBoundParams{
-		FromAt: pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}, Cutoff: cutoff, BatchSize: 1})
+	err = run(ctx, func(q *idemdb.Queries) (err error) {
+		first, err = q.PurgeBound(ctx, idemdb.PurgeBoundParams{
+			FromAt: pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}, Cutoff: cutoff, BatchSize: 1})
+		return err
+	})
 	r.LongestBatch = max(r.LongestBatch, time.Since(start))
 	if err != nil {
 		r.Err = fmt.Errorf("idem: purge: %w", err)
@@ -96,10 +99,10 @@ func (s *Store) firstLeft(ctx context.Context, r *PurgeResult, cutoff pgtype.Tim
 // answers: a bitmap scan, which a DELETE's plan may be, marks nothing); only a span with
 // a row left is deleted again, and walked once more. It returns the spans it did not revisit, from the one that
 // failed (r.Err), or none.
-func (s *Store) revisit(ctx context.Context, r *PurgeResult, cutoff pgtype.Timestamptz, spans []purgeSpan) []purgeSpan {
+func (s *Store) revisit(ctx context.Context, run purgeRunner, r *PurgeResult, cutoff pgtype.Timestamptz, spans []purgeSpan) []purgeSpan {
 	for i, sp := range spans {
 		start := time.Now()
-		n, err := s.revisitSpan(ctx, sp, cutoff)
+		n, err := s.revisitSpan(ctx, run, sp, cutoff)
 		r.Deleted += n
 		r.Revisited++
 		r.LongestBatch = max(r.LongestBatch, time.Since(start))
@@ -114,36 +117,46 @@ func (s *Store) revisit(ctx context.Context, r *PurgeResult, cutoff pgtype.Times
 // revisitSpan walks sp's index entries up to its first row left; if there is one, it
 // deletes the rows past retention at cutoff in sp, then walks the span again (the
 // entries past that row).
-func (s *Store) revisitSpan(ctx context.Context, sp purgeSpan, cutoff pgtype.Timestamptz) (int64, error) {
+func (s *Store) revisitSpan(ctx context.Context, run purgeRunner, sp purgeSpan, cutoff pgtype.Timestamptz) (n int64, err error) {
 	walk := idemdb.PurgeBoundParams{FromAt: sp.from, Cutoff: sp.upto, BatchSize: 1}
-	left, err := s.scan.PurgeBound(ctx, walk)
-	if err != nil || len(left) == 0 {
+	var left []pgtype.Timestamptz
+	if err := run(ctx, func(q *idemdb.Queries) (err error) {
+		left, err = q.PurgeBound(ctx, walk)
+		return err
+	}); err != nil || len(left) == 0 {
 		return 0, err
 	}
-	n, err := s.scan.PurgeExpired(ctx, idemdb.PurgeExpiredParams{FromAt: sp.from, Upto: sp.upto, Cutoff: cutoff})
-	if err != nil {
-		return n, err
+	if err := run(ctx, func(q *idemdb.Queries) (err error) {
+		n, err = q.PurgeExpired(ctx, idemdb.PurgeExpiredParams{FromAt: sp.from, Upto: sp.upto, Cutoff: cutoff})
+		return err
+	}); err != nil {
+		return 0, err
 	}
-	_, err = s.scan.PurgeBound(ctx, walk)
-	return n, err
+	return n, run(ctx, func(q *idemdb.Queries) error {
+		_, err := q.PurgeBound(ctx, walk)
+		return err
+	})
 }
 
 // purgeBatches deletes the rows past retention at cutoff from expires_at = after up to
 // cutoff, batchSize rows a batch, and returns the spans of the batches it ran.
-func (s *Store) purgeBatches(ctx context.Context, r *PurgeResult, batchSize int, cutoff, after pgtype.Timestamptz) []purgeSpan {
+func (s *Store) purgeBatches(ctx context.Context, run purgeRunner, r *PurgeResult, batchSize int, cutoff, after pgtype.Timestamptz) []purgeSpan {
 	var spans []purgeSpan
 	for {
 		start := time.Now()
-		bound, err := s.scan.PurgeBound(ctx, idemdb.PurgeBoundParams{FromAt: after, Cutoff: cutoff, BatchSize: int32(batchSize)})
-		if err != nil {
-			r.Err = fmt.Errorf("idem: purge: %w", err)
-			return spans
-		}
-		upto, last := cutoff, len(bound) == 0
-		if !last {
-			upto = bound[0]
-		}
-		n, err := s.scan.PurgeExpired(ctx, idemdb.PurgeExpiredParams{FromAt: after, Upto: upto, Cutoff: cutoff})
+		upto, last := cutoff, false
+		var n int64
+		err := run(ctx, func(q *idemdb.Queries) error {
+			bound, err := q.PurgeBound(ctx, idemdb.PurgeBoundParams{FromAt: after, Cutoff: cutoff, BatchSize: int32(batchSize)})
+			if err != nil {
+				return err
+			}
+			if last = len(bound) == 0; !last {
+				upto = bound[0]
+			}
+			n, err = q.PurgeExpired(ctx, idemdb.PurgeExpiredParams{FromAt: after, Upto: upto, Cutoff: cutoff})
+			return err
+		})
 		r.Deleted += n
 		r.Batches++
 		r.LongestBatch = max(r.LongestBatch, time.Since(start))
@@ -164,6 +177,49 @@ func (s *Store) purgeBatches(ctx context.Context, r *PurgeResult, batchSize int,
 		}
 		after = upto
 	}
+}
+
+// purgeRunner runs one group of a pass's statements (a batch's bound and DELETE, a
+// revisit's walk or DELETE) with q, their statements sent in the simple protocol: on
+// plain PostgreSQL in a transaction of their own with JIT off (PurgeWithoutJIT says
+// why), on Citus each statement on its own as before (its shards' statements are planned
+// by the workers).
+type purgeRunner func(ctx context.Context, fn func(q *idemdb.Queries) error) error
+
+// purgeStart begins a pass: whether the database is a Citus node and the database clock
+// (the pass's cutoff), read in one transaction with JIT off, and the runner for the
+// pass's statements.
+func (s *Store) purgeStart(ctx context.Context) (run purgeRunner, cutoff pgtype.Timestamptz, err error) {
+	var citus bool
+	err = s.withoutJIT(ctx, func(q *idemdb.Queries, tx pgx.Tx) (err error) {
+		if citus, err = citusdb.New(tx).IsCitus(ctx); err != nil {
+			return err
+		}
+		cutoff, err = q.PurgeCutoff(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, cutoff, err
+	}
+	if citus {
+		return func(ctx context.Context, fn func(q *idemdb.Queries) error) error { return fn(s.scan) }, cutoff, nil
+	}
+	return func(ctx context.Context, fn func(q *idemdb.Queries) error) error {
+		return s.withoutJIT(ctx, func(q *idemdb.Queries, _ pgx.Tx) error { return fn(q) })
+	}, cutoff, nil
+}
+
+// withoutJIT runs fn in a transaction of the store's pool whose first statement turns
+// JIT off for it (PurgeWithoutJIT), with the queries on that transaction in the simple
+// protocol; it commits if fn returns nil, else rolls back.
+func (s *Store) withoutJIT(ctx context.Context, fn func(q *idemdb.Queries, tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q := idemdb.New(simpleProtocol{tx})
+		if err := q.PurgeWithoutJIT(ctx); err != nil {
+			return err
+		}
+		return fn(q, tx)
+	})
 }
 
 // StaleClaims counts the claims held now for longer than their lease: transactions that
