@@ -38,7 +38,7 @@ func TestPurgeBatchEstimateReachesTheBucket(t *testing.T) {
 	// Each batch's DELETE is planned once more by EXPLAIN on another connection just
 	// before it is sent: the estimate for the table as the statement finds it.
 	est := &batchEstimates{explain: pgtest.PoolWithMax(t, url, 1), t: t}
-	pool := tracedPool(t, url, est, nil)
+	pool := tracedPool(t, url, est)
 	if n, err := idem.NewStore(pool).Purge(ctx, 100); err != nil || n != 5000 {
 		t.Fatalf("purge: %d rows, %v; want 5000", n, err)
 	}
@@ -53,14 +53,28 @@ func TestPurgeBatchEstimateReachesTheBucket(t *testing.T) {
 	}
 }
 
-// No statement of a purge pass is JIT-compiled, whatever its estimate: on connections
-// that would compile every statement (jit_above_cost = 0), dumping each compiled module
-// to the data directory (jit_dump_bitcode), a purge leaves no module, while one
-// statement outside it does.
+// No statement of a purge pass is JIT-compiled, whatever its estimate: in a database
+// that compiles every statement (jit_above_cost = 0) and dumps each compiled module to
+// the data directory (jit_dump_bitcode), a purge leaves no module, while one statement
+// outside it does.
 func TestPurgeCompilesNothing(t *testing.T) {
 	url := pgtest.NewDB(t)
-	setup := pgtest.Pool(t, url)
 	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The database's own settings, from another database before any connection to this
+	// one (behind PgBouncer, which refuses them as startup parameters, a server
+	// connection opened earlier would keep the defaults).
+	admin := pgtest.Pool(t, pgtest.URL(t))
+	for _, set := range []string{"jit_above_cost = 0", "jit_dump_bitcode = on"} {
+		if _, err := admin.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{cfg.Database}.Sanitize()+" SET "+set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	admin.Close()
+	setup := pgtest.Pool(t, url)
 	var jit bool
 	var dataDir string
 	if err := setup.QueryRow(ctx, "SELECT pg_jit_available(), current_setting('data_directory')").Scan(&jit, &dataDir); err != nil {
@@ -73,7 +87,7 @@ func TestPurgeCompilesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	insertKeys(t, setup, 1, 2000, "interval '-1 hour' + i * interval '1 millisecond'")
-	pool := tracedPool(t, url, nil, map[string]string{"jit_above_cost": "0", "jit_dump_bitcode": "on"})
+	pool := pgtest.PoolWithMax(t, url, 1)
 	modules := func() int {
 		files, err := filepath.Glob(filepath.Join(dataDir, "*.bc"))
 		if err != nil {
@@ -101,21 +115,16 @@ func TestPurgeCompilesNothing(t *testing.T) {
 	}
 }
 
-// tracedPool opens a pool of one connection on url with tracer (nil: none) and the
-// server settings params, closed when the test ends.
-func tracedPool(t *testing.T, url string, tracer pgx.QueryTracer, params map[string]string) *pgxpool.Pool {
+// tracedPool opens a pool of one connection on url with tracer, closed when the test
+// ends.
+func tracedPool(t *testing.T, url string, tracer pgx.QueryTracer) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.MaxConns = 1
-	if tracer != nil {
-		cfg.ConnConfig.Tracer = tracer
-	}
-	for k, v := range params {
-		cfg.ConnConfig.RuntimeParams[k] = v
-	}
+	cfg.ConnConfig.Tracer = tracer
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
