@@ -35,8 +35,8 @@ var (
 	poolSize = flag.Int("pool", 16, "connections of the business pool (pgxpool MaxConns)")
 	setupSQL = flag.String("setup", "", "SQL run after the tables are created, e.g. to try another index set")
 	only     = flag.String("variants", "", "run only the variants whose names match this regexp besides bare (e.g. to profile one)")
-	settings = flag.String("settings", "", "extra server settings, comma-separated name=value (e.g. shared_buffers=1GB)")
-	stmts    = flag.Bool("statements", false, "BenchmarkHTTP: load pg_stat_statements and print each variant's statements per request (time, rows, WAL, blocks)")
+	settings = flag.String("settings", "", "extra server settings, comma-separated name=value; a piece with no = continues the previous value (e.g. shared_buffers=1GB,shared_preload_libraries=auto_explain,pg_prewarm)")
+	stmts    = flag.Bool("statements", false, "BenchmarkHTTP: load pg_stat_statements (beside -settings' shared_preload_libraries) and print each variant's statements per request (time, rows, WAL, blocks)")
 )
 
 // server is the durable throwaway cluster, started by the first benchmark that needs it.
@@ -67,13 +67,13 @@ func database(b *testing.B) (pool *pgxpool.Pool) {
 	b.Helper()
 	server.once.Do(func() {
 		opts := pgembed.Options{Durable: true, Settings: map[string]string{}}
-		for _, kv := range strings.Split(*settings, ",") {
-			if name, value, ok := strings.Cut(kv, "="); ok {
-				opts.Settings[strings.TrimSpace(name)] = strings.TrimSpace(value)
-			}
-		}
+		opts.Settings = parseSettings(*settings)
 		if *stmts {
-			opts.Settings["shared_preload_libraries"] = "pg_stat_statements"
+			if libs := opts.Settings["shared_preload_libraries"]; libs != "" {
+				opts.Settings["shared_preload_libraries"] = libs + ",pg_stat_statements"
+			} else {
+				opts.Settings["shared_preload_libraries"] = "pg_stat_statements"
+			}
 			opts.Settings["pg_stat_statements.track_planning"] = "on"
 		}
 		server.c, server.err = pgembed.Start(context.Background(), opts)
@@ -120,6 +120,22 @@ func database(b *testing.B) (pool *pgxpool.Pool) {
 		}
 	}
 	return pool
+}
+
+// parseSettings reads -settings: name=value pairs separated by commas, where a piece
+// with no "=" continues the previous value (shared_preload_libraries=auto_explain,pg_prewarm).
+func parseSettings(s string) map[string]string {
+	out := map[string]string{}
+	var last string
+	for _, piece := range strings.Split(s, ",") {
+		if name, value, ok := strings.Cut(piece, "="); ok {
+			last = strings.TrimSpace(name)
+			out[last] = strings.TrimSpace(value)
+		} else if last != "" && strings.TrimSpace(piece) != "" {
+			out[last] += "," + strings.TrimSpace(piece)
+		}
+	}
+	return out
 }
 
 // variant is one HTTP server under test.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -235,6 +236,10 @@ func printSample(label string, r scaleRun, s steadySample) {
 		ms(percentile(r.lat, 0.50)), ms(percentile(r.lat, 0.99)), float64(s.heap)/1e6, s.dead, s.autovacuums, s.rows)
 }
 
+// purgeStatement matches a server log line of a purge statement (its text begins with
+// its sqlc name), not of another that names one (a look at pg_stat_statements).
+var purgeStatement = regexp.MustCompile(`(statement|execute [^:]*): -- name: Purge`)
+
 // printSlowStatements prints the purge statements (PurgeBound, PurgeExpired) that the
 // server logged with their duration and bounds, when -settings set
 // log_min_duration_statement.
@@ -249,7 +254,7 @@ func printSlowStatements(b *testing.B) {
 	var bounds int // the logged statement's lines still to print: its WHERE clause
 	for line := range strings.Lines(string(data)) {
 		switch {
-		case strings.Contains(line, "duration:") && strings.Contains(line, "name: Purge"):
+		case strings.Contains(line, "duration:") && purgeStatement.MatchString(line):
 			lines, bounds = append(lines, strings.TrimSpace(line)), 3
 		case bounds > 0 && strings.HasPrefix(line, "\t"):
 			lines[len(lines)-1] += " " + strings.TrimSpace(line)
