@@ -19,7 +19,8 @@ import (
 // keep expiring. It deletes in batches of batchSize rows (≤ 0 means
 // [DefaultPurgeBatchSize]), each a range of the expires_at index that starts where the
 // previous batch ended: no batch reads again the entries of the rows deleted before it
-// (they stay in the index until vacuum). Run it periodically (a cron job, or [Purger] in
+// (they stay in the index until vacuum); on plain PostgreSQL each batch runs in a
+// transaction of its own with JIT off. Run it periodically (a cron job, or [Purger] in
 // the service).
 func (s *Store) Purge(ctx context.Context, batchSize int) (int64, error) {
 	p, _ := s.purgePass(ctx, batchSize, time.Time{}, nil)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -47,8 +48,8 @@ func TestPurgeBatchEstimateReachesTheBucket(t *testing.T) {
 	if len(est.rows) < 50 {
 		t.Fatalf("%d batch deletes planned; want at least 50", len(est.rows))
 	}
-	t.Logf("%d batches of 100: the planner's estimates %d–%d rows", len(est.rows), minOf(est.rows), maxOf(est.rows))
-	if most := maxOf(est.rows); most < 1000 {
+	t.Logf("%d batches of 100: the planner's estimates %d–%d rows", len(est.rows), slices.Min(est.rows), slices.Max(est.rows))
+	if most := slices.Max(est.rows); most < 1000 {
 		t.Fatalf("batches of 100 estimated at %d rows at most; want the first bucket's ~2,000 near its end", most)
 	}
 }
@@ -189,20 +190,4 @@ func withoutMode(args []any) []any {
 		}
 	}
 	return args
-}
-
-func minOf(xs []int) int {
-	m := xs[0]
-	for _, x := range xs[1:] {
-		m = min(m, x)
-	}
-	return m
-}
-
-func maxOf(xs []int) int {
-	m := xs[0]
-	for _, x := range xs[1:] {
-		m = max(m, x)
-	}
-	return m
 }
